@@ -49,6 +49,10 @@ const (
 	CodeDeliveryExhausted Code = "delivery_exhausted"
 )
 
+// CodeConfigInvalid is a bad rolecall.yaml, or a file it names such as
+// preamble_file (stage discover). DESIGN.md §4 lists no code for it.
+const CodeConfigInvalid Code = "config_invalid"
+
 // Stage names where a failure can arise.
 type Stage string
 
@@ -65,6 +69,7 @@ var codeStage = map[Code]Stage{
 	CodePackNotFound: StageDiscover, CodePackInvalid: StageDiscover,
 	CodeProfileInvalid: StageDiscover, CodeProfileDuplicate: StageDiscover,
 	CodeCatalogInvalid: StageDiscover, CodePathEscape: StageDiscover,
+	CodeConfigInvalid:     StageDiscover,
 	CodeMaterializeFailed: StageMaterialize,
 	CodeDeliveryExhausted: StageDeliver,
 }
