@@ -1,0 +1,80 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"go.opentelemetry.io/otel/trace"
+)
+
+// NewLogger returns a logger writing JSON (json true) or slog's text format
+// to w at level and above, whose lines carry trace_id and span_id when the
+// context passed to the logging call (InfoContext and friends) holds a valid
+// span context.
+func NewLogger(w io.Writer, level slog.Leveler, json bool) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
+	if json {
+		h = slog.NewJSONHandler(w, opts)
+	} else {
+		h = slog.NewTextHandler(w, opts)
+	}
+	return slog.New(NewTraceHandler(h))
+}
+
+// NewTraceHandler wraps h so records logged with a span context in their
+// context gain the attributes trace_id and span_id (hex, as in traceparent).
+// They are added at the record's level, so under a WithGroup logger they sit
+// inside the group.
+func NewTraceHandler(h slog.Handler) slog.Handler { return traceHandler{h} }
+
+type traceHandler struct{ inner slog.Handler }
+
+func (h traceHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.inner.Enabled(ctx, l)
+}
+
+func (h traceHandler) Handle(ctx context.Context, r slog.Record) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		// Clone: the record shares its attribute storage with the caller's
+		// copy, which may be handed to other handlers.
+		r = r.Clone()
+		r.AddAttrs(slog.String(LogTraceID, sc.TraceID().String()), slog.String(LogSpanID, sc.SpanID().String()))
+	}
+	return h.inner.Handle(ctx, r)
+}
+
+func (h traceHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return traceHandler{h.inner.WithAttrs(as)}
+}
+
+func (h traceHandler) WithGroup(name string) slog.Handler {
+	return traceHandler{h.inner.WithGroup(name)}
+}
+
+// ParseLevel reads a --log-level value: debug, info, warn (or warning) or
+// error, case-insensitive, optionally with an offset as slog writes it
+// ("info+2", "error-1").
+func ParseLevel(s string) (slog.Level, error) {
+	t := strings.TrimSpace(s)
+	if lower := strings.ToLower(t); strings.HasPrefix(lower, "warning") {
+		t = "warn" + t[len("warning"):]
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(t)); err != nil {
+		return 0, fmt.Errorf("telemetry: log level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// IsTerminal reports whether f is a character device, the usual sign of an
+// interactive terminal (the worker then logs text, not JSON). It is a
+// heuristic without a terminal library: /dev/null is a character device too.
+func IsTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,123 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// StageBuckets are the rolecall.stage.duration bucket bounds in seconds:
+// 1-2.5-5 steps from 5 µs (a cached discovery lookup, a resolve) to 10 s (a
+// publish waiting on a struggling cluster).
+var StageBuckets = []float64{
+	0.000005, 0.00001, 0.000025, 0.00005,
+	0.0001, 0.00025, 0.0005,
+	0.001, 0.0025, 0.005,
+	0.01, 0.025, 0.05,
+	0.1, 0.25, 0.5,
+	1, 2.5, 5, 10,
+}
+
+// Instruments are the worker's metric instruments (DESIGN.md §8).
+type Instruments struct {
+	// Tasks counts finished tasks ("rolecall.tasks"), with the attributes
+	// outcome and code; see TaskDone.
+	Tasks metric.Int64Counter
+	// StageDuration is the time per pipeline stage in seconds
+	// ("rolecall.stage.duration"), with the attribute stage; see StageDone.
+	StageDuration metric.Float64Histogram
+	// Inflight is the number of tasks being processed ("rolecall.inflight"):
+	// Add(ctx, 1) when a task is taken, Add(ctx, -1) when it is acked or
+	// nak'ed.
+	Inflight metric.Int64UpDownCounter
+	// Pending is the consumer backlog ("rolecall.consumer.pending"); it
+	// reports only through the callback given to ObservePending.
+	Pending metric.Int64ObservableGauge
+
+	meter metric.Meter
+	// Attribute sets are built once per value: the set of outcomes, codes and
+	// stages is small, and building a set allocates on every call otherwise.
+	// The option slices are stored whole so the variadic call does not
+	// allocate one either.
+	taskAttrs  sync.Map // taskKey -> []metric.AddOption
+	stageAttrs sync.Map // string -> []metric.RecordOption
+}
+
+type taskKey struct{ outcome, code string }
+
+// NewInstruments creates the instruments on mp's rolecall meter.
+func NewInstruments(mp metric.MeterProvider) (*Instruments, error) {
+	m := mp.Meter(ScopeName)
+	i := &Instruments{meter: m}
+	var err error
+	if i.Tasks, err = m.Int64Counter(MetricTasks,
+		metric.WithDescription("Tasks finished, by outcome (resolved, failed, retry) and failure code."),
+		metric.WithUnit("{task}")); err != nil {
+		return nil, fmt.Errorf("telemetry: %s: %w", MetricTasks, err)
+	}
+	if i.StageDuration, err = m.Float64Histogram(MetricStageDuration,
+		metric.WithDescription("Time spent in one pipeline stage of one task."),
+		metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(StageBuckets...)); err != nil {
+		return nil, fmt.Errorf("telemetry: %s: %w", MetricStageDuration, err)
+	}
+	if i.Inflight, err = m.Int64UpDownCounter(MetricInflight,
+		metric.WithDescription("Tasks taken from the consumer and not yet acked or nak'ed."),
+		metric.WithUnit("{task}")); err != nil {
+		return nil, fmt.Errorf("telemetry: %s: %w", MetricInflight, err)
+	}
+	if i.Pending, err = m.Int64ObservableGauge(MetricConsumerPending,
+		metric.WithDescription("Messages in the tasks stream not yet delivered to the shared consumer."),
+		metric.WithUnit("{message}")); err != nil {
+		return nil, fmt.Errorf("telemetry: %s: %w", MetricConsumerPending, err)
+	}
+	return i, nil
+}
+
+// TaskDone counts one finished task. code is the failure code; it is left
+// out when empty (resolved tasks, retries without a code).
+func (i *Instruments) TaskDone(ctx context.Context, outcome, code string) {
+	k := taskKey{outcome, code}
+	opt, ok := i.taskAttrs.Load(k)
+	if !ok {
+		kvs := []attribute.KeyValue{MetricAttrOutcome.String(outcome)}
+		if code != "" {
+			kvs = append(kvs, MetricAttrCode.String(code))
+		}
+		opt, _ = i.taskAttrs.LoadOrStore(k, []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kvs...))})
+	}
+	i.Tasks.Add(ctx, 1, opt.([]metric.AddOption)...)
+}
+
+// StageDone records how long one stage took.
+func (i *Instruments) StageDone(ctx context.Context, stage string, d time.Duration) {
+	opt, ok := i.stageAttrs.Load(stage)
+	if !ok {
+		opt, _ = i.stageAttrs.LoadOrStore(stage,
+			[]metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(MetricAttrStage.String(stage)))})
+	}
+	i.StageDuration.Record(ctx, d.Seconds(), opt.([]metric.RecordOption)...)
+}
+
+// ObservePending registers f as the source of rolecall.consumer.pending. f
+// runs on every collection (each Prometheus scrape, each OTLP export
+// interval) and the collection waits for it, so it should answer from a
+// recent sample or a short consumer-info call bounded by ctx. It returns
+// false when it has no value (not connected yet), and nothing is reported.
+// Unregister the returned registration to stop observing.
+func (i *Instruments) ObservePending(f func(ctx context.Context) (int64, bool)) (metric.Registration, error) {
+	reg, err := i.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		if n, ok := f(ctx); ok {
+			o.ObserveInt64(i.Pending, n)
+		}
+		return nil
+	}, i.Pending)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %s callback: %w", MetricConsumerPending, err)
+	}
+	return reg, nil
+}

@@ -1,0 +1,158 @@
+package telemetry_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/rolecall/rolecall/telemetry"
+)
+
+func collect(t *testing.T, r *sdkmetric.ManualReader) map[string]metricdata.Metrics {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]metricdata.Metrics{}
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != telemetry.ScopeName {
+			t.Errorf("scope %q, want %q", sm.Scope.Name, telemetry.ScopeName)
+		}
+		for _, m := range sm.Metrics {
+			out[m.Name] = m
+		}
+	}
+	return out
+}
+
+func newManual(t *testing.T) (*telemetry.Instruments, *sdkmetric.ManualReader) {
+	t.Helper()
+	r := sdkmetric.NewManualReader()
+	ins, err := telemetry.NewInstruments(sdkmetric.NewMeterProvider(sdkmetric.WithReader(r)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ins, r
+}
+
+func TestInstruments(t *testing.T) {
+	ins, r := newManual(t)
+	ctx := context.Background()
+	ins.TaskDone(ctx, telemetry.OutcomeResolved, "")
+	ins.TaskDone(ctx, telemetry.OutcomeFailed, "mode_disallowed")
+	ins.TaskDone(ctx, telemetry.OutcomeFailed, "mode_disallowed")
+	ins.StageDone(ctx, telemetry.StageResolve, 3*time.Millisecond)
+	ins.StageDone(ctx, telemetry.StagePublish, 80*time.Microsecond)
+	ins.Inflight.Add(ctx, 2)
+	ins.Inflight.Add(ctx, -1)
+	if _, err := ins.ObservePending(func(context.Context) (int64, bool) { return 7, true }); err != nil {
+		t.Fatal(err)
+	}
+	got := collect(t, r)
+
+	units := map[string]string{
+		telemetry.MetricTasks:           "{task}",
+		telemetry.MetricStageDuration:   "s",
+		telemetry.MetricInflight:        "{task}",
+		telemetry.MetricConsumerPending: "{message}",
+	}
+	for name, unit := range units {
+		m, ok := got[name]
+		if !ok {
+			t.Errorf("no metric %s", name)
+			continue
+		}
+		if m.Unit != unit {
+			t.Errorf("%s unit %q, want %q", name, m.Unit, unit)
+		}
+		if m.Description == "" {
+			t.Errorf("%s has no description", name)
+		}
+	}
+	if len(got) != len(units) {
+		t.Errorf("got %d metrics, want %d", len(got), len(units))
+	}
+
+	tasks, ok := got[telemetry.MetricTasks].Data.(metricdata.Sum[int64])
+	if !ok || !tasks.IsMonotonic {
+		t.Fatalf("%s is %T, want a monotonic int64 sum", telemetry.MetricTasks, got[telemetry.MetricTasks].Data)
+	}
+	counts := map[attribute.Distinct]int64{}
+	for _, dp := range tasks.DataPoints {
+		counts[dp.Attributes.Equivalent()] = dp.Value
+	}
+	resolved := attribute.NewSet(telemetry.MetricAttrOutcome.String("resolved"))
+	failed := attribute.NewSet(telemetry.MetricAttrOutcome.String("failed"), telemetry.MetricAttrCode.String("mode_disallowed"))
+	if counts[resolved.Equivalent()] != 1 || counts[failed.Equivalent()] != 2 || len(counts) != 2 {
+		t.Errorf("task counts %v, want resolved 1 (no code) and failed/mode_disallowed 2", tasks.DataPoints)
+	}
+
+	hist, ok := got[telemetry.MetricStageDuration].Data.(metricdata.Histogram[float64])
+	if !ok {
+		t.Fatalf("%s is %T, want a float64 histogram", telemetry.MetricStageDuration, got[telemetry.MetricStageDuration].Data)
+	}
+	stages := map[string]float64{}
+	for _, dp := range hist.DataPoints {
+		if diff := cmp.Diff(telemetry.StageBuckets, dp.Bounds); diff != "" {
+			t.Errorf("bucket bounds (-want +got):\n%s", diff)
+		}
+		st, _ := dp.Attributes.Value(telemetry.MetricAttrStage)
+		stages[st.AsString()] = dp.Sum
+	}
+	if diff := cmp.Diff(map[string]float64{"resolve": 0.003, "publish": 0.00008}, stages); diff != "" {
+		t.Errorf("stage sums in seconds (-want +got):\n%s", diff)
+	}
+
+	inflight, ok := got[telemetry.MetricInflight].Data.(metricdata.Sum[int64])
+	if !ok || inflight.IsMonotonic || len(inflight.DataPoints) != 1 || inflight.DataPoints[0].Value != 1 {
+		t.Errorf("%s = %+v, want a non-monotonic sum of 1", telemetry.MetricInflight, got[telemetry.MetricInflight].Data)
+	}
+	pending, ok := got[telemetry.MetricConsumerPending].Data.(metricdata.Gauge[int64])
+	if !ok || len(pending.DataPoints) != 1 || pending.DataPoints[0].Value != 7 {
+		t.Errorf("%s = %+v, want a gauge of 7", telemetry.MetricConsumerPending, got[telemetry.MetricConsumerPending].Data)
+	}
+}
+
+func TestObservePendingWithoutValue(t *testing.T) {
+	ins, r := newManual(t)
+	var ok bool
+	reg, err := ins.ObservePending(func(context.Context) (int64, bool) { return 5, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, found := collect(t, r)[telemetry.MetricConsumerPending]; found {
+		t.Error("pending reported while the callback had no value")
+	}
+	ok = true
+	if _, found := collect(t, r)[telemetry.MetricConsumerPending]; !found {
+		t.Error("pending not reported once the callback had a value")
+	}
+	if err := reg.Unregister(); err != nil {
+		t.Fatal(err)
+	}
+	if _, found := collect(t, r)[telemetry.MetricConsumerPending]; found {
+		t.Error("pending still reported after Unregister")
+	}
+}
+
+// Recording on the hot path must not allocate per task once the attribute
+// set for an outcome/code or stage has been seen.
+func BenchmarkTaskDone(b *testing.B) {
+	r := sdkmetric.NewManualReader()
+	ins, err := telemetry.NewInstruments(sdkmetric.NewMeterProvider(sdkmetric.WithReader(r)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		ins.TaskDone(ctx, telemetry.OutcomeFailed, "mode_disallowed")
+		ins.StageDone(ctx, telemetry.StageResolve, time.Microsecond)
+	}
+}

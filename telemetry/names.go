@@ -1,0 +1,89 @@
+package telemetry
+
+import "go.opentelemetry.io/otel/attribute"
+
+// ScopeName is the instrumentation scope of every tracer and meter the worker
+// creates, so a backend can tell rolecall's own telemetry from a library's.
+const ScopeName = "github.com/rolecall/rolecall"
+
+// Span names (DESIGN.md §8). SpanProcess is the consumer span of one task;
+// the others are its children, one per pipeline stage.
+const (
+	SpanProcess     = "rolecall.process"
+	SpanDecode      = "rolecall.decode"
+	SpanDiscover    = "rolecall.discover"
+	SpanResolve     = "rolecall.resolve"
+	SpanMaterialize = "rolecall.materialize"
+	SpanPublish     = "rolecall.publish"
+)
+
+// Span attribute keys (DESIGN.md §8). The messaging.* and cloudevents.* keys
+// are OpenTelemetry semantic-convention names, so generic dashboards work.
+const (
+	AttrMessagingSystem          = attribute.Key("messaging.system")
+	AttrMessagingDestinationName = attribute.Key("messaging.destination.name")
+	AttrCloudEventsEventID       = attribute.Key("cloudevents.event_id")
+	AttrCloudEventsEventType     = attribute.Key("cloudevents.event_type")
+	AttrTaskID                   = attribute.Key("rolecall.task_id")
+	AttrRole                     = attribute.Key("rolecall.role")
+	AttrPack                     = attribute.Key("rolecall.pack")
+	AttrOutcome                  = attribute.Key("rolecall.outcome")
+	AttrErrorCode                = attribute.Key("rolecall.error.code")
+	AttrSnapshotDigest           = attribute.Key("rolecall.snapshot.digest")
+	AttrInputsDigest             = attribute.Key("rolecall.inputs_digest")
+)
+
+// MessagingSystemNATS is the messaging.system attribute of every span that
+// touches a NATS message.
+var MessagingSystemNATS = AttrMessagingSystem.String("nats")
+
+// Metric instrument names (DESIGN.md §8, plus the consumer backlog gauge).
+const (
+	MetricTasks           = "rolecall.tasks"
+	MetricStageDuration   = "rolecall.stage.duration"
+	MetricInflight        = "rolecall.inflight"
+	MetricConsumerPending = "rolecall.consumer.pending"
+)
+
+// Metric attribute keys. They are unprefixed (unlike span attributes) because
+// DESIGN.md §8 names them so and they become Prometheus labels.
+const (
+	MetricAttrOutcome = attribute.Key("outcome")
+	MetricAttrCode    = attribute.Key("code")
+	MetricAttrStage   = attribute.Key("stage")
+)
+
+// Outcome values for rolecall.outcome and the outcome metric attribute.
+const (
+	// OutcomeResolved: a resolved-spec event was published.
+	OutcomeResolved = "resolved"
+	// OutcomeFailed: a failure event was published (the code says why).
+	OutcomeFailed = "failed"
+	// OutcomeRetry: a transient fault; the task was nak'ed and no outcome
+	// was published yet.
+	OutcomeRetry = "retry"
+)
+
+// Stage values for the stage metric attribute, one per child span.
+const (
+	StageDecode      = "decode"
+	StageDiscover    = "discover"
+	StageResolve     = "resolve"
+	StageMaterialize = "materialize"
+	StagePublish     = "publish"
+)
+
+// W3C trace-context header names, written lowercase (DESIGN.md §6). They are
+// also the attribute names of the CloudEvents distributed-tracing extension.
+const (
+	HeaderTraceParent = "traceparent"
+	HeaderTraceState  = "tracestate"
+)
+
+// Log attribute keys added by the trace handler, and the per-task key callers
+// add themselves.
+const (
+	LogTraceID = "trace_id"
+	LogSpanID  = "span_id"
+	LogTaskID  = "task_id"
+)

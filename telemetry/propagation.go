@@ -1,0 +1,87 @@
+package telemetry
+
+import (
+	"context"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// HeaderCarrier adapts NATS message headers for a TextMapPropagator. Unlike
+// OTel's HTTP carrier it does not canonicalize names: keys are written
+// exactly as given (the W3C propagator uses lowercase "traceparent"), and
+// read exactly first, then case-insensitively, so a "Traceparent" written by
+// an HTTP-minded producer is still found.
+type HeaderCarrier nats.Header
+
+var _ propagation.TextMapCarrier = HeaderCarrier(nil)
+
+// Get returns the first value of key.
+func (c HeaderCarrier) Get(key string) string {
+	if v, ok := c[key]; ok {
+		if len(v) == 0 {
+			return ""
+		}
+		return v[0]
+	}
+	for k, v := range c {
+		if strings.EqualFold(k, key) && len(v) > 0 {
+			return v[0]
+		}
+	}
+	return ""
+}
+
+// Set replaces key's values with value and drops other spellings of key, so
+// a re-published message never carries two trace contexts. c must not be
+// nil.
+func (c HeaderCarrier) Set(key, value string) {
+	for k := range c {
+		if k != key && strings.EqualFold(k, key) {
+			delete(c, k)
+		}
+	}
+	c[key] = []string{value}
+}
+
+// Keys lists the header names present.
+func (c HeaderCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// ExtractTask returns ctx carrying a task's parent trace context
+// (DESIGN.md §6): from the traceparent/tracestate headers when they hold a
+// valid context, else from the CloudEvents distributed-tracing extension
+// values ceTraceParent/ceTraceState (empty when the event has none). Baggage
+// comes from the headers. An invalid or absent context leaves ctx's own.
+func ExtractTask(ctx context.Context, prop propagation.TextMapPropagator, header nats.Header,
+	ceTraceParent, ceTraceState string) context.Context {
+	out := prop.Extract(ctx, HeaderCarrier(header))
+	// A propagator leaves ctx's span context in place when the headers hold
+	// none (or an invalid one), so "changed" means "the headers won".
+	if sc := trace.SpanContextFromContext(out); ceTraceParent == "" ||
+		(sc.IsValid() && !sc.Equal(trace.SpanContextFromContext(ctx))) {
+		return out
+	}
+	ext := propagation.MapCarrier{HeaderTraceParent: ceTraceParent}
+	if ceTraceState != "" {
+		ext[HeaderTraceState] = ceTraceState
+	}
+	return prop.Extract(out, ext)
+}
+
+// Inject writes ctx's trace context into header (lowercase names) and returns
+// the traceparent and tracestate it wrote, so the caller can set the same
+// values as the outcome's CloudEvents extension. Both are empty when ctx has
+// no valid span context. header must not be nil.
+func Inject(ctx context.Context, prop propagation.TextMapPropagator, header nats.Header) (traceparent, tracestate string) {
+	c := HeaderCarrier(header)
+	prop.Inject(ctx, c)
+	return c.Get(HeaderTraceParent), c.Get(HeaderTraceState)
+}
