@@ -84,9 +84,9 @@ func (i *Instruments) TaskDone(ctx context.Context, outcome, code string) {
 	k := taskKey{outcome, code}
 	opt, ok := i.taskAttrs.Load(k)
 	if !ok {
-		kvs := []attribute.KeyValue{MetricAttrOutcome.String(outcome)}
+		kvs := []attribute.KeyValue{attribute.String(MetricAttrOutcome, outcome)}
 		if code != "" {
-			kvs = append(kvs, MetricAttrCode.String(code))
+			kvs = append(kvs, attribute.String(MetricAttrCode, code))
 		}
 		opt, _ = i.taskAttrs.LoadOrStore(k, []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kvs...))})
 	}
@@ -98,7 +98,7 @@ func (i *Instruments) StageDone(ctx context.Context, stage string, d time.Durati
 	opt, ok := i.stageAttrs.Load(stage)
 	if !ok {
 		opt, _ = i.stageAttrs.LoadOrStore(stage,
-			[]metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(MetricAttrStage.String(stage)))})
+			[]metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String(MetricAttrStage, stage)))})
 	}
 	i.StageDuration.Record(ctx, d.Seconds(), opt.([]metric.RecordOption)...)
 }

@@ -87,8 +87,8 @@ func TestInstruments(t *testing.T) {
 	for _, dp := range tasks.DataPoints {
 		counts[dp.Attributes.Equivalent()] = dp.Value
 	}
-	resolved := attribute.NewSet(telemetry.MetricAttrOutcome.String("resolved"))
-	failed := attribute.NewSet(telemetry.MetricAttrOutcome.String("failed"), telemetry.MetricAttrCode.String("mode_disallowed"))
+	resolved := attribute.NewSet(attribute.String(telemetry.MetricAttrOutcome, "resolved"))
+	failed := attribute.NewSet(attribute.String(telemetry.MetricAttrOutcome, "failed"), attribute.String(telemetry.MetricAttrCode, "mode_disallowed"))
 	if counts[resolved.Equivalent()] != 1 || counts[failed.Equivalent()] != 2 || len(counts) != 2 {
 		t.Errorf("task counts %v, want resolved 1 (no code) and failed/mode_disallowed 2", tasks.DataPoints)
 	}
@@ -102,7 +102,7 @@ func TestInstruments(t *testing.T) {
 		if diff := cmp.Diff(telemetry.StageBuckets, dp.Bounds); diff != "" {
 			t.Errorf("bucket bounds (-want +got):\n%s", diff)
 		}
-		st, _ := dp.Attributes.Value(telemetry.MetricAttrStage)
+		st, _ := dp.Attributes.Value(attribute.Key(telemetry.MetricAttrStage))
 		stages[st.AsString()] = dp.Sum
 	}
 	if diff := cmp.Diff(map[string]float64{"resolve": 0.003, "publish": 0.00008}, stages); diff != "" {

@@ -19,23 +19,25 @@ const (
 
 // Span attribute keys (DESIGN.md §8). The messaging.* and cloudevents.* keys
 // are OpenTelemetry semantic-convention names, so generic dashboards work.
+// The keys are untyped constants so they serve both attribute.String(k, v)
+// and attribute.Key(k).
 const (
-	AttrMessagingSystem          = attribute.Key("messaging.system")
-	AttrMessagingDestinationName = attribute.Key("messaging.destination.name")
-	AttrCloudEventsEventID       = attribute.Key("cloudevents.event_id")
-	AttrCloudEventsEventType     = attribute.Key("cloudevents.event_type")
-	AttrTaskID                   = attribute.Key("rolecall.task_id")
-	AttrRole                     = attribute.Key("rolecall.role")
-	AttrPack                     = attribute.Key("rolecall.pack")
-	AttrOutcome                  = attribute.Key("rolecall.outcome")
-	AttrErrorCode                = attribute.Key("rolecall.error.code")
-	AttrSnapshotDigest           = attribute.Key("rolecall.snapshot.digest")
-	AttrInputsDigest             = attribute.Key("rolecall.inputs_digest")
+	AttrMessagingSystem      = "messaging.system"
+	AttrMessagingDestination = "messaging.destination.name"
+	AttrEventID              = "cloudevents.event_id"
+	AttrEventType            = "cloudevents.event_type"
+	AttrTaskID               = "rolecall.task_id"
+	AttrRole                 = "rolecall.role"
+	AttrPack                 = "rolecall.pack"
+	AttrOutcome              = "rolecall.outcome"
+	AttrErrorCode            = "rolecall.error.code"
+	AttrSnapshotDigest       = "rolecall.snapshot.digest"
+	AttrInputsDigest         = "rolecall.inputs_digest"
 )
 
 // MessagingSystemNATS is the messaging.system attribute of every span that
 // touches a NATS message.
-var MessagingSystemNATS = AttrMessagingSystem.String("nats")
+var MessagingSystemNATS = attribute.String(AttrMessagingSystem, "nats")
 
 // Metric instrument names (DESIGN.md §8, plus the consumer backlog gauge).
 const (
@@ -48,9 +50,9 @@ const (
 // Metric attribute keys. They are unprefixed (unlike span attributes) because
 // DESIGN.md §8 names them so and they become Prometheus labels.
 const (
-	MetricAttrOutcome = attribute.Key("outcome")
-	MetricAttrCode    = attribute.Key("code")
-	MetricAttrStage   = attribute.Key("stage")
+	MetricAttrOutcome = "outcome"
+	MetricAttrCode    = "code"
+	MetricAttrStage   = "stage"
 )
 
 // Outcome values for rolecall.outcome and the outcome metric attribute.

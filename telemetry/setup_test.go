@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
@@ -45,7 +46,7 @@ func shutdown(t *testing.T, tel *telemetry.Telemetry) {
 func processSpan(tel *telemetry.Telemetry) trace.SpanContext {
 	ctx, span := tel.Tracer().Start(context.Background(), telemetry.SpanProcess,
 		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(telemetry.MessagingSystemNATS, telemetry.AttrTaskID.String("T-42")))
+		trace.WithAttributes(telemetry.MessagingSystemNATS, attribute.String(telemetry.AttrTaskID, "T-42")))
 	_, child := tel.Tracer().Start(ctx, telemetry.SpanResolve)
 	child.End()
 	span.End()
