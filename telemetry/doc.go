@@ -29,7 +29,8 @@
 //     variables (headers, TLS, timeout, compression): read by the OTLP
 //     exporters themselves. Setup only checks that the endpoints are URLs.
 //   - OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES: read by the SDK's resource
-//     detector, and they override Config. The resource also has
+//     detector, and they override Config; Setup refuses a pair without "="
+//     (the SDK would drop it). The resource also has
 //     service.name (default "rolecall-worker"), service.version,
 //     service.instance.id, host.name and telemetry.sdk.*.
 //   - OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG: the SDK's sampler names
