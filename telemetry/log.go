@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -77,4 +78,14 @@ func ParseLevel(s string) (slog.Level, error) {
 func IsTerminal(f *os.File) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// ErrorHandler returns an OpenTelemetry error handler that logs to l at warn
+// level. Export failures happen on the SDK's goroutines, where no caller can
+// see them; install it with otel.SetErrorHandler so they reach the worker's
+// log instead of the standard logger.
+func ErrorHandler(l *slog.Logger) otel.ErrorHandler {
+	return otel.ErrorHandlerFunc(func(err error) {
+		l.Warn("telemetry export", "error", err)
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -160,5 +161,14 @@ func TestIsTerminal(t *testing.T) {
 				t.Errorf("IsTerminal = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestErrorHandlerLogs(t *testing.T) {
+	var buf bytes.Buffer
+	telemetry.ErrorHandler(telemetry.NewLogger(&buf, slog.LevelInfo, true)).Handle(errors.New("collector unreachable"))
+	lines := decodeLines(t, buf.Bytes())
+	if len(lines) != 1 || lines[0]["level"] != "WARN" || lines[0]["error"] != "collector unreachable" {
+		t.Errorf("logged %v, want one WARN line with the error", lines)
 	}
 }
