@@ -72,28 +72,47 @@ func failed(format string, args ...any) *Error {
 
 // AgentSpecFromResolved is the pure adapter for casts and overlay
 // identities; a replacement identity is rejected with materialize_failed.
+// The AgentSpec shares no slice, map or pointer with r (ADR-0043: adapters
+// keep the defensive-copy rule).
 func AgentSpecFromResolved(r *resolve.ResolvedAgentSpec) (*AgentSpec, error) {
+	if r == nil {
+		return nil, failed("no resolved spec")
+	}
 	if r.PromptDisposition == resolve.PromptReplacement || r.Identity.Kind != resolve.IdentityCasts {
 		return nil, failed("identity %q is a replacement; it has no Role-backed AgentSpec", r.Identity.Name)
 	}
 	if r.Role == nil || len(r.ModeDefs) != len(r.Identity.Modes) {
 		return nil, failed("resolved spec for %q does not carry its Profile", r.Identity.Name)
 	}
+	// The Profile must be the one the identity names, in order; otherwise
+	// the AgentSpec would describe an agent other than the resolved one.
+	if r.Role.Name != r.Identity.Name {
+		return nil, failed("resolved spec names role %q but carries role %q", r.Identity.Name, r.Role.Name)
+	}
+	for i, m := range r.ModeDefs {
+		if m.Name != r.Identity.Modes[i] {
+			return nil, failed("resolved spec for %q names mode %q at %d but carries %q", r.Identity.Name, r.Identity.Modes[i], i, m.Name)
+		}
+	}
 	role := *r.Role
-	role.Emits = append([]string(nil), role.Emits...)
+	role.Emits = cloneStrings(role.Emits)
+	role.ArtifactDefaults = cloneMap(role.ArtifactDefaults)
 	modes := make([]resolve.Mode, len(r.ModeDefs))
-	copy(modes, r.ModeDefs)
+	for i, m := range r.ModeDefs {
+		m.ConflictsWith = cloneStrings(m.ConflictsWith)
+		modes[i] = m
+	}
 	return &AgentSpec{
 		Role:  role,
 		Modes: modes,
 		Pack:  r.Pack,
 		Directives: resolve.Directives{
-			Authority:   append([]string(nil), r.Directives.Authority...),
-			Boundaries:  append([]string(nil), r.Directives.Boundaries...),
-			Escalations: append([]string(nil), r.Directives.Escalations...),
+			Authority:   cloneStrings(r.Directives.Authority),
+			Boundaries:  cloneStrings(r.Directives.Boundaries),
+			Escalations: cloneStrings(r.Directives.Escalations),
 		},
 		Model:          r.Model,
-		Effort:         r.Effort,
+		Effort:         clonePtr(r.Effort),
 		Tools:          append([]string{}, r.Tools...),
 		Permissions:    r.Permissions.Clone(),
 		Yolo:           r.Yolo,
@@ -118,11 +137,14 @@ func SystemMessage(preamble string, lionSystem bool, body string) string {
 // For casts and overlays it checks that the rebuilt prompt equals
 // prompt_body, so a materializer can never silently reinterpret resolution.
 func Materialize(r *resolve.ResolvedAgentSpec, preamble string) (Materialized, error) {
+	if r == nil {
+		return Materialized{}, failed("no resolved spec")
+	}
 	m := Materialized{Envelope: RunEnvelope{
 		Bypass:           r.Bypass,
 		FastMode:         r.FastMode,
-		ArtifactDefaults: r.ArtifactDefaults,
-		Timeout:          r.Timeout,
+		ArtifactDefaults: cloneMap(r.ArtifactDefaults),
+		Timeout:          clonePtr(r.Timeout),
 		ResumeOnTimeout:  r.ResumeOnTimeout,
 	}}
 	switch r.PromptDisposition {
@@ -142,4 +164,52 @@ func Materialize(r *resolve.ResolvedAgentSpec, preamble string) (Materialized, e
 	}
 	m.SystemMessage = SystemMessage(preamble, r.LionSystem, r.PromptBody)
 	return m, nil
+}
+
+// cloneStrings copies a slice, keeping nil (absent) apart from empty.
+func cloneStrings(s []string) []string {
+	if s == nil {
+		return nil
+	}
+	return append(make([]string, 0, len(s)), s...)
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+// cloneMap deep-copies a JSON-like mapping (nested maps and lists).
+func cloneMap(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = cloneValue(v)
+	}
+	return out
+}
+
+func cloneValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		return cloneMap(v)
+	case []any:
+		if v == nil {
+			return v
+		}
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = cloneValue(e)
+		}
+		return out
+	case []string:
+		return cloneStrings(v)
+	default:
+		return v
+	}
 }
