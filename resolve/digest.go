@@ -31,29 +31,64 @@ const (
 	tagJSON
 )
 
+// enc feeds the canonical encoding to the hash through a fixed buffer, so
+// encoding allocates nothing per value (a []byte(s) conversion per string
+// would).
 type enc struct {
 	h   hash.Hash
-	buf [9]byte
+	buf []byte
+	mem [512]byte
 }
 
-func newEnc() *enc { return &enc{h: sha256.New()} }
+func newEnc() *enc {
+	e := &enc{h: sha256.New()}
+	e.buf = e.mem[:0]
+	return e
+}
+
+func (e *enc) flush() {
+	e.h.Write(e.buf)
+	e.buf = e.buf[:0]
+}
 
 func (e *enc) sum() string {
+	e.flush()
 	var s [sha256.Size]byte
-	return DigestPrefix + hex.EncodeToString(e.h.Sum(s[:0]))
+	var out [len(DigestPrefix) + 2*sha256.Size]byte
+	copy(out[:], DigestPrefix)
+	hex.Encode(out[len(DigestPrefix):], e.h.Sum(s[:0]))
+	return string(out[:])
 }
 
-func (e *enc) tag(t byte) { e.buf[0] = t; e.h.Write(e.buf[:1]) }
+// raw appends bytes of s, flushing whenever the buffer is full.
+func (e *enc) raw(s string) {
+	for len(s) > 0 {
+		if len(e.buf) == cap(e.buf) {
+			e.flush()
+		}
+		n := copy(e.buf[len(e.buf):cap(e.buf)], s)
+		e.buf = e.buf[:len(e.buf)+n]
+		s = s[n:]
+	}
+}
+
+func (e *enc) tag(t byte) {
+	if len(e.buf) == cap(e.buf) {
+		e.flush()
+	}
+	e.buf = append(e.buf, t)
+}
 
 func (e *enc) uint(n uint64) {
-	binary.BigEndian.PutUint64(e.buf[1:], n)
-	e.h.Write(e.buf[1:9])
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], n)
+	e.raw(string(b[:]))
 }
 
 func (e *enc) str(s string) {
 	e.tag(tagString)
 	e.uint(uint64(len(s)))
-	e.h.Write([]byte(s))
+	e.raw(s)
 }
 
 func (e *enc) optStr(s *string) {
@@ -101,6 +136,17 @@ func (e *enc) strs(list []string) {
 	}
 }
 
+// mapLen starts a map: nil (absent) and empty encode differently, like
+// lists, so the digest tells them apart.
+func (e *enc) mapLen(isNil bool, n int) {
+	if isNil {
+		e.tag(tagNil)
+		return
+	}
+	e.tag(tagMap)
+	e.uint(uint64(n))
+}
+
 func (e *enc) rules(m map[string][]string) {
 	if m == nil {
 		e.tag(tagNil)
@@ -130,6 +176,7 @@ func (e *enc) anyMap(m map[string]any) {
 	}
 	e.tag(tagJSON)
 	e.uint(uint64(len(b)))
+	e.flush()
 	e.h.Write(b)
 }
 
@@ -178,8 +225,7 @@ func CatalogDigest(c *Catalog) string {
 		return ""
 	}
 	e := newEnc()
-	e.tag(tagMap)
-	e.uint(uint64(len(c.Roles)))
+	e.mapLen(c.Roles == nil, len(c.Roles))
 	for _, k := range sortedKeys(c.Roles) {
 		r := c.Roles[k]
 		e.str(k)
@@ -189,8 +235,7 @@ func CatalogDigest(c *Catalog) string {
 		e.strs(r.Emits)
 		e.anyMap(r.ArtifactDefaults)
 	}
-	e.tag(tagMap)
-	e.uint(uint64(len(c.Modes)))
+	e.mapLen(c.Modes == nil, len(c.Modes))
 	for _, k := range sortedKeys(c.Modes) {
 		m := c.Modes[k]
 		e.str(k)
@@ -212,8 +257,7 @@ func PackDigest(p *Pack) string {
 	}
 	e := newEnc()
 	e.str(p.Name)
-	e.tag(tagMap)
-	e.uint(uint64(len(p.Roles)))
+	e.mapLen(p.Roles == nil, len(p.Roles))
 	for _, k := range sortedKeys(p.Roles) {
 		r := p.Roles[k]
 		e.str(k)
