@@ -403,11 +403,12 @@ func (r *resolution) prompt(modes []Mode) {
 	role.Emits = clone(role.Emits)
 	role.ArtifactDefaults = cloneMap(role.ArtifactDefaults)
 	out.Role = &role
-	out.ModeDefs = make([]Mode, len(modes))
-	for i, m := range modes {
-		m.ConflictsWith = clone(m.ConflictsWith)
-		out.ModeDefs[i] = m
+	// modes is this resolution's own slice (checkModes made it), so it is
+	// kept once its one shared field is copied.
+	for i := range modes {
+		modes[i].ConflictsWith = clone(modes[i].ConflictsWith)
 	}
+	out.ModeDefs = modes
 	out.PromptBody = CastsPrompt(r.role.Body, modes, out.Directives, out.PromptOverlays...)
 	out.GrantRoleEmission = true
 	out.Emits = clone(r.role.Emits)
