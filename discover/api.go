@@ -7,13 +7,21 @@ import (
 	"github.com/rolecall/rolecall/resolve"
 )
 
-// Error is a typed discovery failure. File is the path relative to its root
-// (prefixed "builtin:" for embedded files); Line is 1-based (0 = unknown).
+// MaxFileSize bounds every file discovery reads (1 MiB). A larger file is
+// refused before it is read.
+const MaxFileSize = 1 << 20
+
+// Error is a typed discovery failure. File is the path relative to the
+// config root, slash-separated (prefixed "builtin:" for embedded files);
+// Line is 1-based (0 = unknown).
 type Error struct {
-	Code    resolve.Code
-	File    string
-	Line    int
-	Key     string
+	Code resolve.Code
+	File string
+	Line int
+	// Key is the dotted key path at fault ("roles.architect.model"), or "".
+	Key string
+	// Subject is the offending name (pack, profile, role), or "".
+	Subject string
 	Message string
 	// Paths lists every file involved (both paths for profile_duplicate).
 	Paths []string
@@ -36,8 +44,28 @@ func (e *Error) Is(target error) bool {
 	return ok && t.Code == e.Code
 }
 
+// Details is the failure payload's details object: file, line, key and
+// paths, each only when known.
+func (e *Error) Details() map[string]any {
+	d := map[string]any{}
+	if e.File != "" {
+		d["file"] = e.File
+	}
+	if e.Line > 0 {
+		d["line"] = e.Line
+	}
+	if e.Key != "" {
+		d["key"] = e.Key
+	}
+	if len(e.Paths) > 0 {
+		d["paths"] = append([]string(nil), e.Paths...)
+	}
+	return d
+}
+
 // Origin is where a value was read: file (root-relative or "builtin:…")
-// and 1-based line (0 = unknown).
+// and 1-based line (0 = unknown). File "task" means the task itself and
+// "builtin" a compiled-in default.
 type Origin struct {
 	File string `json:"file"`
 	Line int    `json:"line,omitzero"`
@@ -54,7 +82,8 @@ func (o Origin) String() string {
 type Profile struct {
 	resolve.ExternalProfile
 	Origin Origin
-	// KeyLines maps each frontmatter key to its line.
+	// KeyLines maps each frontmatter key to its line in the file; "body"
+	// is the first line of the body.
 	KeyLines map[string]int
 	// Extensions holds the opaque x- keys.
 	Extensions map[string]any
@@ -64,7 +93,20 @@ type Profile struct {
 type PackFile struct {
 	Pack   *resolve.Pack // sealed
 	Origin Origin
-	// KeyLines maps "role" and "role.key" to lines.
+	// KeyLines maps dotted key paths ("name", "roles", "roles.architect",
+	// "roles.architect.model") to lines.
+	KeyLines map[string]int
+	// Extensions holds the opaque top-level x- keys.
+	Extensions map[string]any
+	// RoleExtensions holds the x- keys of each role entry that has any.
+	RoleExtensions map[string]map[string]any
+}
+
+// CatalogFile is where one catalog Role or Mode was read.
+type CatalogFile struct {
+	Origin Origin
+	// KeyLines maps each frontmatter key to its line; "body" is the first
+	// line of the body.
 	KeyLines   map[string]int
 	Extensions map[string]any
 }
@@ -78,6 +120,7 @@ type TLSConfig struct {
 
 // NATSConfig is the nats: block of rolecall.yaml. Zero values mean "use the
 // worker's default"; cmd/worker applies ROLECALL_* variables and flags on top.
+// Durations are written as Go duration strings ("30s").
 type NATSConfig struct {
 	URL             string          `yaml:"url"`
 	Creds           string          `yaml:"creds"`
@@ -98,7 +141,15 @@ type NATSConfig struct {
 	CreateStreams   *bool           `yaml:"create_streams"`
 }
 
-// Config is the decoded rolecall.yaml (all fields optional).
+// Legacy profile policies (rolecall.yaml legacy_profiles).
+const (
+	LegacyAllow  = "allow"
+	LegacyReject = "reject"
+)
+
+// Config is the decoded rolecall.yaml (all fields optional). Without a
+// rolecall.yaml it holds the defaults: LegacyProfiles "allow" and
+// Defaults.LionSystem true.
 type Config struct {
 	DefaultPack    string
 	Defaults       resolve.RuntimeDefaults
@@ -107,9 +158,12 @@ type Config struct {
 	LegacyProfiles string // "allow" (default) or "reject"
 	PreambleFile   string
 	NATS           NATSConfig
-	Origin         Origin
-	KeyLines       map[string]int
-	Extensions     map[string]any
+	// Origin is rolecall.yaml, or zero when there is none.
+	Origin Origin
+	// KeyLines maps dotted key paths ("defaults.model", "overlays.architect",
+	// "nats.ack_wait") to lines.
+	KeyLines   map[string]int
+	Extensions map[string]any
 }
 
 // Request is what a task asks for, before any file is touched. Names are
@@ -124,6 +178,9 @@ type Request struct {
 // Options tune Load and Source.
 type Options struct {
 	// ReloadInterval bounds how often Source re-stats the files: 0 means on
-	// every call to Snapshot.
+	// every call to Snapshot (tests, one-shot commands). A worker should use
+	// a second or more: a sweep costs one stat per file (about 2 ms for 200
+	// profiles), and for a short while after an edit a sweep also reloads
+	// (see Source).
 	ReloadInterval time.Duration
 }

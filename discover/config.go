@@ -1,0 +1,253 @@
+package discover
+
+import (
+	"fmt"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/rolecall/rolecall/resolve"
+	"go.yaml.in/yaml/v3"
+)
+
+// ConfigFile is the worker config's file name in the config root.
+const ConfigFile = "rolecall.yaml"
+
+var (
+	configKeys   = []string{"default_pack", "defaults", "overlays", "profile_roots", "legacy_profiles", "preamble_file", "nats"}
+	defaultsKeys = []string{"model", "effort", "tools", "permissions", "yolo", "bypass", "fast_mode", "lion_system"}
+	natsKeys     = []string{
+		"url", "creds", "nkey", "user", "password", "tls", "subject_prefix", "tasks_stream",
+		"specs_stream", "consumer", "replicas", "max_deliver", "ack_wait", "backoff",
+		"duplicate_window", "concurrency", "create_streams",
+	}
+	tlsKeys = []string{"ca", "cert", "key"}
+)
+
+// defaultConfig is the configuration without a rolecall.yaml.
+func defaultConfig() Config {
+	return Config{
+		LegacyProfiles: LegacyAllow,
+		Defaults:       resolve.RuntimeDefaults{LionSystem: true},
+		KeyLines:       map[string]int{},
+	}
+}
+
+// decodeConfig decodes rolecall.yaml. Names in it are checked for syntax;
+// whether they exist is Validate's business (and Inputs' per task).
+func decodeConfig(file string, data []byte) (Config, *Error) {
+	cfg := defaultConfig()
+	cfg.Origin = Origin{File: file}
+	d := &ydoc{path: file, code: resolve.CodeConfigInvalid}
+	root, err := d.parse(data)
+	if err != nil {
+		return Config{}, err
+	}
+	if root == nil {
+		return cfg, nil
+	}
+	err = d.fields(root, "", configKeys, &cfg.Extensions, cfg.KeyLines, func(f pair, key string) *Error {
+		var err *Error
+		switch f.key {
+		case "default_pack":
+			cfg.DefaultPack, err = d.name(f.v, key)
+		case "defaults":
+			err = d.defaults(f.v, key, &cfg)
+		case "overlays":
+			err = d.overlays(f.v, key, &cfg)
+		case "profile_roots":
+			err = d.profileRoots(f.v, key, &cfg)
+		case "legacy_profiles":
+			var s string
+			if s, err = d.str(f.v, key); err == nil {
+				if s != LegacyAllow && s != LegacyReject {
+					err = d.errAt(f.v, key, "must be allow or reject, got %q", s)
+				}
+				cfg.LegacyProfiles = s
+			}
+		case "preamble_file":
+			cfg.PreambleFile, err = d.localPath(f.v, key)
+		case "nats":
+			err = d.nats(f.v, key, &cfg)
+		}
+		return err
+	})
+	if err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+func (d *ydoc) defaults(n *yaml.Node, path string, cfg *Config) *Error {
+	def := &cfg.Defaults
+	return d.fields(n, path, defaultsKeys, nil, cfg.KeyLines, func(f pair, key string) *Error {
+		var err *Error
+		switch f.key {
+		case "model":
+			def.Model, err = d.optStr(f.v, key)
+		case "effort":
+			def.Effort, err = d.optStr(f.v, key)
+		case "tools":
+			def.Tools, err = d.strs(f.v, key)
+		case "permissions":
+			def.Permissions, err = d.policy(f.v, key, cfg.KeyLines)
+		case "yolo":
+			def.Yolo, err = d.boolean(f.v, key)
+		case "bypass":
+			def.Bypass, err = d.boolean(f.v, key)
+		case "fast_mode":
+			def.FastMode, err = d.boolean(f.v, key)
+		case "lion_system":
+			def.LionSystem, err = d.boolean(f.v, key)
+		}
+		return err
+	})
+}
+
+func (d *ydoc) overlays(n *yaml.Node, path string, cfg *Config) *Error {
+	ps, err := d.pairs(n, path)
+	if err != nil {
+		return err
+	}
+	cfg.Overlays = make(map[string]string, len(ps))
+	for _, p := range ps {
+		key := join(path, p.key)
+		if verr := resolve.ValidateName("role", p.key); verr != nil {
+			return d.errAt(p.k, key, "invalid role name: %s", nameMsg(verr))
+		}
+		name, err := d.name(p.v, key)
+		if err != nil {
+			return err
+		}
+		cfg.KeyLines[key] = p.k.Line + d.off
+		cfg.Overlays[p.key] = name
+	}
+	return nil
+}
+
+// localPath decodes a path that must stay inside the config root: relative,
+// no "..", cleaned and slash-separated. Anything else is path_escape.
+func (d *ydoc) localPath(n *yaml.Node, key string) (string, *Error) {
+	s, err := d.str(n, key)
+	if err != nil {
+		return "", err
+	}
+	if !filepath.IsLocal(filepath.FromSlash(s)) || strings.Contains(s, "\\") {
+		e := d.errAt(n, key, "%q leaves the config root (it must be a relative path without ..)", s)
+		e.Code = resolve.CodePathEscape
+		return "", e
+	}
+	return path.Clean(filepath.ToSlash(s)), nil
+}
+
+func (d *ydoc) profileRoots(n *yaml.Node, key string, cfg *Config) *Error {
+	roots, err := d.list(n, key, d.localPath)
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{profileDir: true}
+	for i, r := range roots {
+		cfg.KeyLines[fmt.Sprintf("%s[%d]", key, i)] = n.Content[i].Line + d.off
+		if seen[r] {
+			return d.errAt(n.Content[i], key, "%q is listed twice (agents/ is always the first profile root)", r)
+		}
+		seen[r] = true
+	}
+	cfg.ProfileRoots = roots
+	return nil
+}
+
+func (d *ydoc) nats(n *yaml.Node, path string, cfg *Config) *Error {
+	nc := &cfg.NATS
+	return d.fields(n, path, natsKeys, nil, cfg.KeyLines, func(f pair, key string) *Error {
+		var err *Error
+		switch f.key {
+		case "url":
+			nc.URL, err = d.str(f.v, key)
+		case "creds":
+			nc.Creds, err = d.str(f.v, key)
+		case "nkey":
+			nc.NKey, err = d.str(f.v, key)
+		case "user":
+			nc.User, err = d.str(f.v, key)
+		case "password":
+			nc.Password, err = d.str(f.v, key)
+		case "tls":
+			err = d.fields(f.v, key, tlsKeys, nil, cfg.KeyLines, func(f pair, key string) *Error {
+				s, err := d.str(f.v, key)
+				switch f.key {
+				case "ca":
+					nc.TLS.CA = s
+				case "cert":
+					nc.TLS.Cert = s
+				case "key":
+					nc.TLS.Key = s
+				}
+				return err
+			})
+		case "subject_prefix":
+			if nc.SubjectPrefix, err = d.str(f.v, key); err == nil && !validSubjectPrefix(nc.SubjectPrefix) {
+				err = d.errAt(f.v, key, "%q is not a NATS subject prefix (dot-separated tokens without spaces, * or >)", nc.SubjectPrefix)
+			}
+		case "tasks_stream":
+			nc.TasksStream, err = d.natsName(f.v, key)
+		case "specs_stream":
+			nc.SpecsStream, err = d.natsName(f.v, key)
+		case "consumer":
+			nc.Consumer, err = d.natsName(f.v, key)
+		case "replicas":
+			if nc.Replicas, err = d.positive(f.v, key); err == nil && nc.Replicas > 5 {
+				err = d.errAt(f.v, key, "must be between 1 and 5, got %d", nc.Replicas)
+			}
+		case "max_deliver":
+			nc.MaxDeliver, err = d.positive(f.v, key)
+		case "ack_wait":
+			nc.AckWait, err = d.duration(f.v, key)
+		case "backoff":
+			if f.v.Kind != yaml.SequenceNode {
+				return d.errAt(f.v, key, "must be a list of duration strings, got %s", describeNode(f.v))
+			}
+			nc.Backoff = nil
+			for i, c := range f.v.Content {
+				v, err := d.duration(c, key+"["+strconv.Itoa(i)+"]")
+				if err != nil {
+					return err
+				}
+				nc.Backoff = append(nc.Backoff, v)
+			}
+		case "duplicate_window":
+			nc.DuplicateWindow, err = d.duration(f.v, key)
+		case "concurrency":
+			nc.Concurrency, err = d.positive(f.v, key)
+		case "create_streams":
+			nc.CreateStreams, err = d.optBool(f.v, key)
+		}
+		return err
+	})
+}
+
+// natsName decodes a stream or consumer name: no whitespace, '.', '*',
+// '>', '/' or '\' (the characters JetStream refuses in names).
+func (d *ydoc) natsName(n *yaml.Node, key string) (string, *Error) {
+	s, err := d.str(n, key)
+	if err != nil {
+		return "", err
+	}
+	if strings.ContainsAny(s, " \t\r\n.*>/\\") {
+		return "", d.errAt(n, key, "%q is not a valid JetStream name (no whitespace, '.', '*', '>', '/', '\\')", s)
+	}
+	return s, nil
+}
+
+func validSubjectPrefix(s string) bool {
+	if strings.ContainsAny(s, " \t\r\n*>") {
+		return false
+	}
+	for _, tok := range strings.Split(s, ".") {
+		if tok == "" {
+			return false
+		}
+	}
+	return true
+}

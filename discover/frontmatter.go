@@ -1,0 +1,63 @@
+package discover
+
+import (
+	"bytes"
+	"strings"
+
+	"github.com/rolecall/rolecall/resolve"
+)
+
+// frontmatter is a Markdown file split at its --- block.
+type frontmatter struct {
+	yaml     []byte // the text between the --- lines
+	body     string // everything after the closing line, CRLF → LF
+	bodyLine int    // the line the body starts on
+}
+
+// splitFrontmatter splits "---\n<yaml>\n---\n<body>". The opening line must
+// be the file's first line; the first later line that is exactly "---"
+// (trailing blanks and CR allowed) closes the block. A UTF-8 byte order mark
+// before the opening line is ignored.
+func splitFrontmatter(path string, code resolve.Code, data []byte) (*frontmatter, *Error) {
+	data = bytes.TrimPrefix(data, []byte("\xEF\xBB\xBF"))
+	first, rest, ok := cutLine(data)
+	if !isFence(first) {
+		return nil, &Error{Code: code, File: path, Line: 1, Message: "missing frontmatter: the file must start with a --- line"}
+	}
+	if !ok {
+		return nil, &Error{Code: code, File: path, Line: 1, Message: "frontmatter opened at line 1 is never closed by a --- line"}
+	}
+	line := 2
+	start := rest
+	for len(rest) > 0 {
+		l, after, hasNL := cutLine(rest)
+		if isFence(l) {
+			fm := start[:len(start)-len(rest)]
+			body := string(after)
+			if !hasNL {
+				body = ""
+			}
+			return &frontmatter{
+				yaml:     fm,
+				body:     strings.ReplaceAll(body, "\r\n", "\n"),
+				bodyLine: line + 1,
+			}, nil
+		}
+		rest = after
+		line++
+	}
+	return nil, &Error{Code: code, File: path, Line: 1, Message: "frontmatter opened at line 1 is never closed by a --- line"}
+}
+
+// cutLine returns the first line without its newline, the rest, and
+// whether a newline ended the line.
+func cutLine(b []byte) (line, rest []byte, nl bool) {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		return b[:i], b[i+1:], true
+	}
+	return b, nil, false
+}
+
+func isFence(line []byte) bool {
+	return string(bytes.TrimRight(line, " \t\r")) == "---"
+}

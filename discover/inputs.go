@@ -1,0 +1,157 @@
+package discover
+
+import (
+	"fmt"
+
+	"github.com/rolecall/rolecall/resolve"
+)
+
+// DefaultPack is the pack used when neither the task nor rolecall.yaml
+// names one.
+const DefaultPack = "default"
+
+// Inputs builds the resolver's inputs for one task. It is the per-task hot
+// path: name checks and map lookups only, no I/O. The catalog, pack and
+// profile in the result are the snapshot's own (immutable) values, not
+// copies.
+//
+// Names in req are checked first (task_invalid, a *resolve.ResolutionError).
+// The pack is req.Pack, else rolecall.yaml's default_pack, else "default";
+// an unknown one is a *Error with code pack_not_found. The profile is the
+// one req.Profile names; without it, the one an ExternalRef names, or for a
+// bare role the rolecall.yaml overlays binding, else none. A profile is
+// never chosen because its name equals a Role. A named profile that does
+// not exist is external_profile_missing (a *resolve.ResolutionError).
+func (s *Snapshot) Inputs(req Request) (resolve.Inputs, error) {
+	if req.Ref == nil {
+		return resolve.Inputs{}, &resolve.ResolutionError{Code: resolve.CodeTaskInvalid, Subject: "role", Details: map[string]any{"field": "role"}, Message: "role is required"}
+	}
+	var refName string
+	switch ref := req.Ref.(type) {
+	case resolve.RoleName:
+		refName = string(ref)
+	case resolve.ExternalRef:
+		refName = ref.Name
+	}
+	if err := resolve.ValidateName("role", refName); err != nil {
+		return resolve.Inputs{}, err
+	}
+	if req.Pack != nil {
+		if err := resolve.ValidateName("pack", *req.Pack); err != nil {
+			return resolve.Inputs{}, err
+		}
+	}
+	if req.Profile != nil {
+		if err := resolve.ValidateName("profile", *req.Profile); err != nil {
+			return resolve.Inputs{}, err
+		}
+	}
+
+	pf, err := s.pack(req.Pack)
+	if err != nil {
+		return resolve.Inputs{}, err
+	}
+	in := resolve.Inputs{
+		Catalog:       s.Catalog,
+		Pack:          pf.Pack,
+		PackSelection: resolve.PackFromWorkerDefault,
+		Task:          req.Task,
+		Defaults:      s.Defaults,
+		Policy:        s.Policy,
+	}
+	if req.Pack != nil {
+		in.PackSelection = resolve.PackFromTask
+	}
+
+	// via says who named the profile; the message is built only on error.
+	var name, via string
+	switch ref := req.Ref.(type) {
+	case resolve.ExternalRef:
+		name, via = ref.Name, "role"
+	case resolve.RoleName:
+		if b, ok := s.Config.Overlays[string(ref)]; ok {
+			name, via = b, "overlays"
+		}
+	}
+	if req.Profile != nil {
+		name, via = *req.Profile, "profile"
+	}
+	if name != "" {
+		p, ok := s.Profiles[name]
+		if !ok {
+			return resolve.Inputs{}, missingProfile(name, via, refName)
+		}
+		in.Profile = &p.ExternalProfile
+	}
+	return in, nil
+}
+
+func missingProfile(name, via, role string) error {
+	by := map[string]string{
+		"role":     "the role token " + resolve.ExternalPrefix + name,
+		"overlays": fmt.Sprintf("the rolecall.yaml overlays binding for role %q", role),
+		"profile":  "the task's profile field",
+	}[via]
+	return &resolve.ResolutionError{
+		Code: resolve.CodeExternalProfileMissing, Subject: name, Details: map[string]any{},
+		Message: fmt.Sprintf("profile %q, named by %s, does not exist", name, by),
+	}
+}
+
+// pack finds the selected pack: the task's, else the worker default.
+func (s *Snapshot) pack(task *string) (*PackFile, error) {
+	name, file, line := s.defaultPack()
+	if task != nil {
+		name, file, line = *task, "", 0
+	}
+	if pf, ok := s.Packs[name]; ok {
+		return pf, nil
+	}
+	if file == "" {
+		file = packDir + "/" + name + packExt
+	}
+	return nil, &Error{
+		Code: resolve.CodePackNotFound, File: file, Line: line, Key: "pack", Subject: name,
+		Message: fmt.Sprintf("pack %q does not exist (known: %s)", name, quoteNames(sortedKeys(s.Packs))),
+	}
+}
+
+// defaultPack is the worker's default pack and where it was set.
+func (s *Snapshot) defaultPack() (name, file string, line int) {
+	if s.Config.DefaultPack != "" {
+		return s.Config.DefaultPack, s.Config.Origin.File, s.Config.KeyLines["default_pack"]
+	}
+	return DefaultPack, "", 0
+}
+
+// Roster is the planner roster of a pack ("" = the worker's default pack):
+// its active built-in Roles, then external:<name> for every enabled
+// replacement profile (resolve.Roster).
+func (s *Snapshot) Roster(pack string) ([]string, error) {
+	var sel *string
+	if pack != "" {
+		if err := resolve.ValidateName("pack", pack); err != nil {
+			return nil, err
+		}
+		sel = &pack
+	}
+	pf, err := s.pack(sel)
+	if err != nil {
+		return nil, err
+	}
+	return resolve.Roster(pf.Pack, s.Catalog, s.profileList, s.Policy), nil
+}
+
+func quoteNames(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	out := ""
+	for i, n := range names {
+		if i > 0 {
+			out += ", "
+		}
+		out += fmt.Sprintf("%q", n)
+	}
+	return out
+}
