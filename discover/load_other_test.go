@@ -1,0 +1,5 @@
+//go:build !unix
+
+package discover_test
+
+func platformLoadCases() []loadErrorCase { return nil }

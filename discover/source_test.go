@@ -1,0 +1,264 @@
+package discover_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rolecall/rolecall/discover"
+	"github.com/rolecall/rolecall/resolve"
+)
+
+// recorder is a slog.Handler that keeps every record.
+type recorder struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.records = append(r.records, rec)
+	return nil
+}
+func (r *recorder) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *recorder) WithGroup(string) slog.Handler      { return r }
+
+// count returns how many records have level and message msg.
+func (r *recorder) count(level slog.Level, msg string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, rec := range r.records {
+		if rec.Level == level && rec.Message == msg {
+			n++
+		}
+	}
+	return n
+}
+
+const (
+	msgReloadFailed = "discover: reload failed; keeping the last good snapshot"
+	msgLegacy       = "discover: legacy profile"
+)
+
+func newSource(t *testing.T, dir string, interval time.Duration) (*discover.Source, *recorder) {
+	t.Helper()
+	rec := &recorder{}
+	src, err := discover.NewSource(dir, discover.Options{ReloadInterval: interval}, slog.New(rec))
+	if err != nil {
+		t.Fatalf("NewSource: %v", err)
+	}
+	return src, rec
+}
+
+func TestSourceReloadsOnChange(t *testing.T) {
+	dir := copyRoot(t, "full")
+	src, _ := newSource(t, dir, 0)
+	first := src.Snapshot()
+	if again := src.Snapshot(); again != first {
+		t.Fatal("unchanged files gave a new snapshot pointer")
+	}
+
+	writeFile(t, dir, "packs/team.yaml", "roles:\n  architect:\n    model: edited-model\n")
+	second := src.Snapshot()
+	if second == first || second.Digest == first.Digest {
+		t.Fatal("an edited pack did not produce a new snapshot")
+	}
+	if got := *second.Packs["team"].Pack.Roles["architect"].Model; got != "edited-model" {
+		t.Errorf("new snapshot has model %q", got)
+	}
+	if *first.Packs["team"].Pack.Roles["architect"].Model != "pack-architect-model" {
+		t.Error("the old snapshot changed")
+	}
+	if src.Err() != nil {
+		t.Errorf("Err() = %v after a good reload", src.Err())
+	}
+
+	// A new file in a listed directory is seen too.
+	writeFile(t, dir, "agents/newcomer.md", "---\ndisposition: replacement\n---\nHi.\n")
+	if _, ok := src.Snapshot().Profiles["newcomer"]; !ok {
+		t.Error("a new profile file was not picked up")
+	}
+	// So is a removed one.
+	if err := os.Remove(filepath.Join(dir, "agents", "newcomer.md")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := src.Snapshot().Profiles["newcomer"]; ok {
+		t.Error("a removed profile file is still served")
+	}
+}
+
+func TestSourceKeepsLastGoodSnapshot(t *testing.T) {
+	dir := copyRoot(t, "full")
+	src, rec := newSource(t, dir, 0)
+	good := src.Snapshot()
+
+	writeFile(t, dir, "agents/scribe.md", "---\ndisposition: replacement\ntimeout: true\n---\nBroken.\n")
+	for range 3 {
+		if got := src.Snapshot(); got != good {
+			t.Fatal("a broken edit replaced the last good snapshot")
+		}
+	}
+	de := asError(t, src.Err())
+	if de.Code != resolve.CodeProfileInvalid || de.File != "agents/scribe.md" || de.Line != 3 {
+		t.Errorf("Err() = %v", de)
+	}
+	if n := rec.count(slog.LevelWarn, msgReloadFailed); n != 1 {
+		t.Errorf("%d reload warnings for one broken edit, want 1", n)
+	}
+
+	changed, err := src.Reload()
+	if changed || err == nil {
+		t.Errorf("Reload on unchanged broken files = %v, %v; want false and the standing error", changed, err)
+	}
+
+	writeFile(t, dir, "agents/scribe.md", "---\ndisposition: replacement\ntimeout: 30\n---\nFixed.\n")
+	fixed := src.Snapshot()
+	if src.Err() != nil {
+		t.Errorf("Err() = %v after the fix", src.Err())
+	}
+	if fixed == good || *fixed.Profiles["scribe"].Timeout != 30 {
+		t.Error("the fixed file was not loaded")
+	}
+}
+
+func TestSourceRevertToLastGoodKeepsPointer(t *testing.T) {
+	dir := copyRoot(t, "full")
+	src, _ := newSource(t, dir, 0)
+	good := src.Snapshot()
+	orig, err := os.ReadFile(filepath.Join(dir, "packs", "team.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, "packs/team.yaml", "roles: [broken\n")
+	src.Snapshot()
+	if src.Err() == nil {
+		t.Fatal("broken pack not reported")
+	}
+	writeFile(t, dir, "packs/team.yaml", string(orig))
+	if got := src.Snapshot(); got != good || src.Err() != nil {
+		t.Errorf("reverting to the good content: pointer kept %v, Err %v", got == good, src.Err())
+	}
+}
+
+func TestSourceIntervalAndReload(t *testing.T) {
+	dir := copyRoot(t, "full")
+	src, _ := newSource(t, dir, time.Hour)
+	first := src.Snapshot()
+	writeFile(t, dir, "packs/team.yaml", "roles:\n  architect:\n    model: later\n")
+	if src.Snapshot() != first {
+		t.Error("Snapshot swept before the reload interval elapsed")
+	}
+	changed, err := src.Reload()
+	if !changed || err != nil {
+		t.Fatalf("Reload = %v, %v; want true, nil", changed, err)
+	}
+	if src.Snapshot() == first {
+		t.Error("Reload did not install the new snapshot")
+	}
+	if changed, _ := src.Reload(); changed {
+		t.Error("a second Reload with no change reported a change")
+	}
+	if changed, err := src.ForceReload(); changed || err != nil {
+		t.Errorf("ForceReload of identical files = %v, %v; want false, nil", changed, err)
+	}
+}
+
+// A Kubernetes ConfigMap volume updates by swapping the ..data symlink;
+// the files themselves are symlinks through it and never change.
+func TestSourceSeesConfigMapSwap(t *testing.T) {
+	dir := copyRoot(t, "")
+	packs := filepath.Join(dir, "packs")
+	writeFile(t, packs, "..v1/team.yaml", "roles:\n  architect:\n    model: v1\n")
+	symlink(t, "..v1", packs, "..data")
+	symlink(t, "..data/team.yaml", packs, "team.yaml")
+	src, _ := newSource(t, dir, 0)
+	if got := *src.Snapshot().Packs["team"].Pack.Roles["architect"].Model; got != "v1" {
+		t.Fatalf("model = %q", got)
+	}
+
+	writeFile(t, packs, "..v2/team.yaml", "roles:\n  architect:\n    model: v2\n")
+	symlink(t, "..v2", packs, "..data_tmp")
+	if err := os.Rename(filepath.Join(packs, "..data_tmp"), filepath.Join(packs, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if got := *src.Snapshot().Packs["team"].Pack.Roles["architect"].Model; got != "v2" {
+		t.Errorf("after the ..data swap, model = %q, want v2", got)
+	}
+}
+
+func TestSourceLogsLegacyProfilesOnce(t *testing.T) {
+	dir := copyRoot(t, "full")
+	src, rec := newSource(t, dir, 0)
+	if n := rec.count(slog.LevelInfo, msgLegacy); n != 1 {
+		t.Fatalf("%d legacy Info records at start, want 1 (old-bot)", n)
+	}
+	// Many tasks and an unrelated reload do not log it again.
+	for range 5 {
+		s := src.Snapshot()
+		if _, err := s.Inputs(discover.Request{Ref: resolve.ExternalRef{Name: "old-bot"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, dir, "packs/team.yaml", "roles:\n  architect: {}\n")
+	src.Snapshot()
+	if n := rec.count(slog.LevelInfo, msgLegacy); n != 1 {
+		t.Errorf("%d legacy Info records after a reload, want still 1", n)
+	}
+	writeFile(t, dir, "agents/older.md", "---\nmodel: m\n---\nAlso legacy.\n")
+	src.Snapshot()
+	if n := rec.count(slog.LevelInfo, msgLegacy); n != 2 {
+		t.Errorf("%d legacy Info records after adding a legacy profile, want 2", n)
+	}
+}
+
+func TestNewSourceNeedsAGoodFirstLoad(t *testing.T) {
+	_, err := discover.NewSource(copyRoot(t, "pack-unknown-key"), discover.Options{}, nil)
+	if de := asError(t, err); de.Code != resolve.CodePackInvalid {
+		t.Errorf("NewSource on a broken root: %v", err)
+	}
+}
+
+// Concurrent readers during edits: run with -race. Every reader sees a
+// complete snapshot, never a torn one.
+func TestSourceConcurrentUse(t *testing.T) {
+	dir := copyRoot(t, "full")
+	src, _ := newSource(t, dir, 0)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				s := src.Snapshot()
+				if _, ok := s.Packs["team"]; !ok {
+					t.Error("a snapshot without the team pack was served")
+					return
+				}
+				_ = src.Err()
+			}
+		})
+	}
+	for i := range 20 {
+		model := "m" + string(rune('a'+i))
+		writeFile(t, dir, "packs/team.yaml", "roles:\n  architect:\n    model: "+model+"\n")
+		if _, err := src.Reload(); err != nil {
+			t.Errorf("Reload: %v", err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if got := *src.Snapshot().Packs["team"].Pack.Roles["architect"].Model; got != "mt" {
+		t.Errorf("final model = %q, want mt", got)
+	}
+}

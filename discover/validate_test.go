@@ -1,0 +1,111 @@
+package discover_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/rolecall/rolecall/discover"
+	"github.com/rolecall/rolecall/resolve"
+)
+
+func TestValidateEmbeddedIsClean(t *testing.T) {
+	if errs := discover.Validate(copyRoot(t, "")); len(errs) != 0 {
+		t.Errorf("the embedded catalog and default pack have problems:\n%v", errs)
+	}
+	if errs := discover.Validate(copyRoot(t, "full")); len(errs) != 0 {
+		t.Errorf("the full root has problems:\n%v", errs)
+	}
+}
+
+// TestValidateReportsEveryProblem runs Validate over a root with one problem
+// of each kind (testdata/roots/validate-problems) and compares the
+// `worker validate` lines with a golden file.
+func TestValidateReportsEveryProblem(t *testing.T) {
+	errs := discover.Validate(copyRoot(t, "validate-problems"))
+	var b strings.Builder
+	for _, e := range errs {
+		fmt.Fprintln(&b, e)
+	}
+	got := b.String()
+	golden(t, "validate-problems.txt", got)
+
+	// The golden file is reviewed once; these pin the essentials so an
+	// accidental -update cannot hide a regression.
+	for _, want := range []struct {
+		code  resolve.Code
+		where string
+	}{
+		{resolve.CodeProfileInvalid, "agents/broken.md:2"},
+		{resolve.CodePackInvalid, "packs/broken.yaml:3"},
+		{resolve.CodeRoleUnknown, "packs/team.yaml:12"},
+		{resolve.CodePackDefaultInvalid, "packs/team.yaml:4"},
+		{resolve.CodePackDefaultInvalid, "packs/team.yaml:7"},
+		{resolve.CodePackDefaultInvalid, "packs/team.yaml:17"},
+		{resolve.CodeModeUnknown, "packs/team.yaml:11"},
+		{resolve.CodeOverlayRoleMissing, "agents/no-base.md:2"},
+		{resolve.CodeOverlayRoleMissing, "agents/bad-base.md:3"},
+		{resolve.CodeReplacementHasBaseRole, "agents/scribe.md:3"},
+		{resolve.CodeResumeWithoutTimeout, "agents/scribe.md:4"},
+		{resolve.CodeProfileDispositionRequired, "agents/old.md:1"},
+		{resolve.CodePackNotFound, "rolecall.yaml:1"},
+		{resolve.CodeExternalProfileMissing, "rolecall.yaml:4"},
+		{resolve.CodeReplacementRequiresExternalRef, "rolecall.yaml:5"},
+		{resolve.CodeOverlayRoleMismatch, "rolecall.yaml:6"},
+		{resolve.CodeRoleUnknown, "rolecall.yaml:7"},
+	} {
+		found := false
+		for _, e := range errs {
+			if e.Code == want.code && strings.HasPrefix(e.Error(), want.where+": ") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("Validate did not report %s at %s", want.code, want.where)
+		}
+	}
+	// The entry for the unknown role "wizard" is not also resolved, and the
+	// inactive planner's broken defaults are still checked.
+	if n := strings.Count(got, "wizard"); n != 3 {
+		t.Errorf("wizard mentioned %d times, want 3 (pack entry, overlays binding, bad-base base_role)", n)
+	}
+}
+
+// Validate reports whatever Load refuses (Load stops at the first).
+func TestValidateIncludesLoadError(t *testing.T) {
+	dir := copyRoot(t, "validate-problems")
+	_, err := discover.Load(dir, discover.Options{})
+	if err == nil {
+		t.Fatal("Load accepted the validate-problems root")
+	}
+	found := false
+	for _, e := range discover.Validate(dir) {
+		found = found || e.Error() == err.Error()
+	}
+	if !found {
+		t.Errorf("Validate does not report Load's error %v", err)
+	}
+}
+
+// A broken catalog file is reported once; packs and bindings that name it
+// are not reported again as unknown.
+func TestValidateNoFollowOnProblems(t *testing.T) {
+	dir := copyRoot(t, "catalog")
+	writeFile(t, dir, "catalog/modes/calm.md", "---\nname: calm\ncolour: blue\n---\n")
+	writeFile(t, dir, "catalog/modes/hasty.md", "---\nname: hasty\nconflicts_with: [calm]\n---\n")
+	writeFile(t, dir, "catalog/roles/lead.md", "---\nname: lead\nemits: plan\n---\n")
+	writeFile(t, dir, "rolecall.yaml", "overlays:\n  lead: lead-tone\n")
+	writeFile(t, dir, "agents/lead-tone.md", "---\ndisposition: overlay\nbase_role: lead\n---\n")
+	errs := discover.Validate(dir)
+	var got []string
+	for _, e := range errs {
+		got = append(got, e.Error())
+	}
+	want := []string{
+		`catalog/modes/calm.md:3: catalog_invalid: key "colour": unknown key (allowed: name, description, conflicts_with)`,
+		`catalog/roles/lead.md:3: catalog_invalid: key "emits": must be a list, got string "plan"`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("Validate =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
