@@ -28,12 +28,15 @@ type Overrides struct {
 
 // Task is the data of a dev.rolecall.task.assigned.v1 event.
 type Task struct {
-	TaskID    string     `json:"task_id"`
-	Role      string     `json:"role"`
-	Pack      *string    `json:"pack,omitzero"`
-	Profile   *string    `json:"profile,omitzero"`
-	Modes     []string   `json:"modes,omitzero"`
-	Overrides *Overrides `json:"overrides,omitzero"`
+	TaskID  string   `json:"task_id"`
+	Role    string   `json:"role"`
+	Pack    *string  `json:"pack,omitzero"`
+	Profile *string  `json:"profile,omitzero"`
+	Modes   []string `json:"modes,omitzero"`
+	// Override is the "overrides" object (nil when absent). The field is
+	// not named Overrides because that is the method converting it (with
+	// Modes) into resolve.TaskOverrides.
+	Override *Overrides `json:"overrides,omitzero"`
 }
 
 // ResolvedData is the data of a dev.rolecall.agentspec.resolved.v1 event:

@@ -1,0 +1,203 @@
+package events
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/rolecall/rolecall/resolve"
+)
+
+// DecodeError is the typed failure of the decode stage. Code is
+// resolve.CodeEventInvalid (the envelope is not an acceptable CloudEvent)
+// or resolve.CodeTaskInvalid (the task data does not match the task
+// schema). Match it with errors.As, or compare codes with errors.Is
+// against another *DecodeError carrying only a Code.
+type DecodeError struct {
+	Code resolve.Code
+	// Subject names what is wrong: for event_invalid the attribute or
+	// header ("type", "content-type"), for task_invalid the JSON path of
+	// the offending field ("overrides.model", "modes[1]"). "" means the
+	// message or the data as a whole (null in a failure event).
+	Subject string
+	// Details always holds "reason" (one of the Reason constants) and,
+	// when Subject is set, "attribute" or "field"; never nil.
+	Details map[string]any
+	// Message is a human sentence without the code.
+	Message string
+}
+
+func (e *DecodeError) Error() string {
+	if e.Message != "" {
+		return string(e.Code) + ": " + e.Message
+	}
+	if e.Subject != "" {
+		return fmt.Sprintf("%s: %q", e.Code, e.Subject)
+	}
+	return string(e.Code)
+}
+
+// Is reports whether target is a *DecodeError with the same Code, so
+// errors.Is(err, &DecodeError{Code: resolve.CodeTaskInvalid}) works.
+func (e *DecodeError) Is(target error) bool {
+	t, ok := target.(*DecodeError)
+	return ok && t.Code == e.Code
+}
+
+// Reason returns Details["reason"], or "" if there is none.
+func (e *DecodeError) Reason() string {
+	r, _ := e.Details["reason"].(string)
+	return r
+}
+
+// Reasons: the stable details.reason values of decode failures.
+const (
+	// event_invalid
+	ReasonNotCloudEvent          = "not_cloudevent"           // neither mode applies, or batch/non-JSON format
+	ReasonNotJSON                = "not_json"                 // structured body is not a JSON object
+	ReasonDuplicateAttribute     = "duplicate_attribute"      // a member or ce- header appears twice
+	ReasonInvalidAttributeName   = "invalid_attribute_name"   // not lowercase a-z0-9
+	ReasonMissing                = "missing"                  // a required attribute (or the task data) is absent
+	ReasonWrongType              = "wrong_type"               // JSON kind does not match
+	ReasonInvalidValue           = "invalid_value"            // malformed value (URI, time, encoding, control characters)
+	ReasonUnsupportedSpecVersion = "unsupported_specversion"  // specversion other than "1.0"
+	ReasonUnsupportedContentType = "unsupported_content_type" // datacontenttype other than application/json
+	ReasonUnexpectedEventType    = "unexpected_event_type"    // type is not the one expected here
+	ReasonConflict               = "conflict"                 // content-type and ce-datacontenttype disagree
+	// task_invalid
+	ReasonTooLarge     = "too_large"     // data over DecodeOptions.MaxDataBytes
+	ReasonNotObject    = "not_object"    // data is not a JSON object
+	ReasonSyntax       = "syntax"        // data is not JSON
+	ReasonDuplicateKey = "duplicate_key" // a member name repeats in one object
+	ReasonInvalidUTF8  = "invalid_utf8"  // a string is not valid UTF-8
+	ReasonTooDeep      = "too_deep"      // nesting beyond the JSON decoder's depth limit
+	ReasonUnknownField = "unknown_field" // a member the schema does not define
+	ReasonRequired     = "required"      // task_id, role or permissions.mode absent or null
+	ReasonEmpty        = "empty"         // "" where a value is required
+	ReasonInvalidName  = "invalid_name"  // not a valid name (resolve.ValidateName) or role token
+	ReasonInvalidGlob  = "invalid_glob"  // a permission pattern that is not a valid glob
+	// ReasonWrongType, ReasonInvalidValue and ReasonMissing are shared.
+)
+
+func eventInvalid(attr, reason, format string, args ...any) *DecodeError {
+	d := map[string]any{"reason": reason}
+	if attr != "" {
+		d["attribute"] = attr
+	}
+	return &DecodeError{Code: resolve.CodeEventInvalid, Subject: attr, Details: d, Message: fmt.Sprintf(format, args...)}
+}
+
+func taskInvalid(field, reason, format string, args ...any) *DecodeError {
+	d := map[string]any{"reason": reason}
+	if field != "" {
+		d["field"] = field
+	}
+	return &DecodeError{Code: resolve.CodeTaskInvalid, Subject: field, Details: d, Message: fmt.Sprintf(format, args...)}
+}
+
+// printable bounds and escapes a hostile value before it is echoed back
+// in a message, so a failure event never carries a megabyte or a control
+// character from its input.
+func printable(s string) string {
+	const max = 128
+	if len(s) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return strconv.Quote(strings.ToValidUTF8(s, "\uFFFD"))
+}
+
+// Path rendering. A JSON pointer into task data is rendered with the
+// task schema's shape: object members as ".name", array elements as
+// "[i]", and permission-map keys (free tool names) as "[\"key\"]" unless
+// they are simple identifiers. Tokens below the first one the schema does
+// not expect are dropped, so a 10,000-deep value yields a short subject.
+
+type pathState int
+
+const (
+	psRoot pathState = iota
+	psOverrides
+	psPermissions
+	psToolMap
+	psList
+	psLeaf
+)
+
+func pointerPath(p jsontext.Pointer) string {
+	var b strings.Builder
+	st := psRoot
+	for tok := range p.Tokens() {
+		switch st {
+		case psLeaf:
+			return b.String()
+		case psList:
+			if _, err := strconv.ParseUint(tok, 10, 32); err != nil {
+				return b.String()
+			}
+			b.WriteString("[" + tok + "]")
+			st = psLeaf
+			continue
+		case psToolMap:
+			writeKey(&b, tok)
+			st = psList
+			continue
+		}
+		writeKey(&b, tok)
+		switch {
+		case st == psRoot && tok == "modes":
+			st = psList
+		case st == psRoot && tok == "overrides":
+			st = psOverrides
+		case st == psOverrides && tok == "tools":
+			st = psList
+		case st == psOverrides && tok == "permissions":
+			st = psPermissions
+		case st == psPermissions && (tok == "allow" || tok == "deny" || tok == "escalate"):
+			st = psToolMap
+		default:
+			st = psLeaf
+		}
+	}
+	return b.String()
+}
+
+func writeKey(b *strings.Builder, k string) {
+	if !simpleKey(k) {
+		b.WriteString("[" + printable(k) + "]")
+		return
+	}
+	if b.Len() > 0 {
+		b.WriteByte('.')
+	}
+	b.WriteString(k)
+}
+
+func simpleKey(k string) bool {
+	if k == "" || len(k) > 64 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func joinPath(parent, child string) string {
+	if parent == "" {
+		return child
+	}
+	return parent + "." + child
+}
+
+func indexPath(parent string, i int) string {
+	return parent + "[" + strconv.Itoa(i) + "]"
+}

@@ -1,0 +1,464 @@
+package events
+
+import (
+	"bytes"
+	"errors"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/bmatcuk/doublestar/v4"
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/rolecall/rolecall/resolve"
+)
+
+// DefaultMaxDataBytes bounds task data (the JSON bytes of the event's
+// data); larger data is task_invalid with reason too_large.
+const DefaultMaxDataBytes = 256 << 10
+
+// MaxTaskIDLen bounds task_id (bytes; task ids are ASCII).
+const MaxTaskIDLen = 128
+
+// MaxValueLen bounds model, effort, tool names and permission-map keys,
+// in characters.
+const MaxValueLen = 256
+
+// DecodeOptions tunes decoding. The zero value is the default.
+type DecodeOptions struct {
+	// MaxDataBytes bounds the task data; 0 means DefaultMaxDataBytes.
+	MaxDataBytes int
+}
+
+func (o DecodeOptions) maxData() int {
+	if o.MaxDataBytes > 0 {
+		return o.MaxDataBytes
+	}
+	return DefaultMaxDataBytes
+}
+
+// taskWire is Task as decoded: task_id and role are pointers so that a
+// missing member (required) and "" (empty) get different reasons.
+type taskWire struct {
+	TaskID    *string    `json:"task_id"`
+	Role      *string    `json:"role"`
+	Pack      *string    `json:"pack"`
+	Profile   *string    `json:"profile"`
+	Modes     []string   `json:"modes"`
+	Overrides *Overrides `json:"overrides"`
+}
+
+var strictTask = json.JoinOptions(json.RejectUnknownMembers(true))
+
+// DecodeTaskData decodes and validates task data strictly: unknown
+// members (at any level), duplicate names, invalid UTF-8, wrong JSON
+// types and invalid values are all task_invalid, with Subject set to the
+// JSON path of the offending field. null is absent everywhere, and absent
+// and empty stay different (modes: [] is a non-nil empty slice). The role
+// token is parsed into a resolve.RoleRef.
+//
+// On error the returned Task carries TaskID when the data names a valid
+// one, so a failure outcome can still name the task.
+func DecodeTaskData(data []byte, opts DecodeOptions) (Task, resolve.RoleRef, error) {
+	if limit := opts.maxData(); len(data) > limit {
+		return Task{TaskID: peekTaskID(data[:limit])}, nil, taskInvalid("", ReasonTooLarge,
+			"task data is %d bytes, over the %d-byte limit", len(data), limit)
+	}
+	if err := checkObject(data); err != nil {
+		return Task{}, nil, err
+	}
+	var w taskWire
+	if err := json.Unmarshal(data, &w, strictTask); err != nil {
+		return Task{TaskID: peekTaskID(data)}, nil, jsonError(err)
+	}
+	t := Task{Pack: w.Pack, Profile: w.Profile, Modes: w.Modes, Override: w.Overrides}
+	if w.TaskID != nil && validTaskID(*w.TaskID) == "" {
+		t.TaskID = *w.TaskID
+	}
+	ref, err := validateTask(&w)
+	if err != nil {
+		return Task{TaskID: t.TaskID}, nil, err
+	}
+	t.Role = *w.Role
+	if t.Override != nil && t.Override.Permissions != nil {
+		dropNullRules(t.Override.Permissions)
+	}
+	return t, ref, nil
+}
+
+// checkObject rejects data that is not a JSON object before the decoder
+// would turn a top-level null into a zero Task.
+func checkObject(data []byte) error {
+	for _, c := range data {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		case '{':
+			return nil
+		}
+		return taskInvalid("", ReasonNotObject, "task data is not a JSON object")
+	}
+	return taskInvalid("", ReasonMissing, "task data is missing")
+}
+
+// jsonError maps a json/jsontext error to task_invalid with the path.
+func jsonError(err error) *DecodeError {
+	var se *json.SemanticError
+	var sy *jsontext.SyntacticError
+	switch {
+	case errors.As(err, &sy):
+		return syntaxError(pointerPath(sy.JSONPointer), sy)
+	case errors.As(err, &se):
+		path := pointerPath(se.JSONPointer)
+		if errors.Is(se.Err, json.ErrUnknownName) {
+			return taskInvalid(path, ReasonUnknownField, "unknown field %s", describe(path))
+		}
+		want := "a different type"
+		if se.GoType != nil {
+			want = jsonKindOf(se.GoType)
+		}
+		return taskInvalid(path, ReasonWrongType, "%s must be %s, not %s", describe(path), want, kindName(se.JSONKind))
+	}
+	return taskInvalid("", ReasonSyntax, "task data cannot be decoded: %v", err)
+}
+
+func syntaxError(path string, sy *jsontext.SyntacticError) *DecodeError {
+	switch {
+	case errors.Is(sy.Err, jsontext.ErrDuplicateName):
+		return taskInvalid(path, ReasonDuplicateKey, "member %s appears twice", describe(path))
+	case strings.Contains(sy.Err.Error(), "invalid UTF-8"):
+		return taskInvalid(path, ReasonInvalidUTF8, "%s holds invalid UTF-8", describe(path))
+	case isDepthError(sy):
+		return taskInvalid(path, ReasonTooDeep, "%s is nested too deeply", describe(path))
+	}
+	return taskInvalid("", ReasonSyntax, "task data is not valid JSON at byte %d: %v", sy.ByteOffset, sy.Err)
+}
+
+// isDepthError recognizes jsontext's nesting limit (10,000), whose error
+// value is not exported.
+func isDepthError(sy *jsontext.SyntacticError) bool {
+	return strings.Contains(sy.Err.Error(), "max depth")
+}
+
+func describe(path string) string {
+	if path == "" {
+		return "the task data"
+	}
+	return path
+}
+
+// jsonKindOf names the JSON shape a Go type of the task model expects.
+func jsonKindOf(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a different type"
+}
+
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case 'n':
+		return "null"
+	case 'f', 't':
+		return "a boolean"
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	}
+	return "another kind"
+}
+
+// validateTask checks values in schema order: task_id, role, pack,
+// profile, modes, then overrides (model, effort, tools, permissions). The
+// first failure wins.
+func validateTask(w *taskWire) (resolve.RoleRef, error) {
+	switch {
+	case w.TaskID == nil:
+		return nil, taskInvalid("task_id", ReasonRequired, "task_id is required")
+	case *w.TaskID == "":
+		return nil, taskInvalid("task_id", ReasonEmpty, "task_id is empty")
+	}
+	if msg := validTaskID(*w.TaskID); msg != "" {
+		return nil, taskInvalid("task_id", ReasonInvalidValue, "task_id %s", msg)
+	}
+	switch {
+	case w.Role == nil:
+		return nil, taskInvalid("role", ReasonRequired, "role is required")
+	case *w.Role == "":
+		return nil, taskInvalid("role", ReasonEmpty, "role is empty")
+	}
+	ref, err := resolve.ParseRoleToken(*w.Role)
+	if err != nil {
+		de := nameError("role", err)
+		if strings.HasPrefix(*w.Role, resolve.ExternalPrefix) {
+			de.Message = "role " + printable(*w.Role) + " names no valid profile: " + de.Message
+		}
+		return nil, de
+	}
+	if err := checkName("pack", w.Pack); err != nil {
+		return nil, err
+	}
+	if err := checkName("profile", w.Profile); err != nil {
+		return nil, err
+	}
+	for i, m := range w.Modes {
+		// The path is built only on failure: this loop is on the hot path.
+		if m == "" || resolve.ValidateName("modes", m) != nil {
+			return nil, checkName(indexPath("modes", i), &m)
+		}
+	}
+	if o := w.Overrides; o != nil {
+		if err := checkOverrides(o); err != nil {
+			return nil, err
+		}
+	}
+	return ref, nil
+}
+
+// validTaskID returns "" for a valid task id: 1–128 printable ASCII
+// characters (U+0021–U+007E), so it is safe as a CloudEvents subject, in
+// a NATS header and in a log line without escaping.
+func validTaskID(id string) string {
+	if id == "" {
+		return "is empty"
+	}
+	if len(id) > MaxTaskIDLen {
+		return "is longer than 128 characters"
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < '!' || c > '~' {
+			return "may only hold printable ASCII characters without spaces (U+0021–U+007E)"
+		}
+	}
+	return ""
+}
+
+func checkName(field string, v *string) error {
+	if v == nil {
+		return nil
+	}
+	if *v == "" {
+		return taskInvalid(field, ReasonEmpty, "%s is empty", field)
+	}
+	if err := resolve.ValidateName(field, *v); err != nil {
+		return nameError(field, err)
+	}
+	return nil
+}
+
+// nameError rewraps a resolve name error (whose message already names
+// the field) as task_invalid.
+func nameError(field string, err error) *DecodeError {
+	msg := err.Error()
+	var re *resolve.ResolutionError
+	if errors.As(err, &re) && re.Message != "" {
+		msg = re.Message
+	}
+	return taskInvalid(field, ReasonInvalidName, "%s", msg)
+}
+
+func checkOverrides(o *Overrides) error {
+	if err := checkValue("overrides.model", o.Model); err != nil {
+		return err
+	}
+	if err := checkValue("overrides.effort", o.Effort); err != nil {
+		return err
+	}
+	for i, tool := range o.Tools {
+		if valueProblem(tool) != "" {
+			return checkValue(indexPath("overrides.tools", i), &tool)
+		}
+	}
+	if p := o.Permissions; p != nil {
+		return checkPermissions("overrides.permissions", p)
+	}
+	return nil
+}
+
+// checkValue accepts a free-text value (model, effort, tool name): 1–256
+// characters without control characters.
+func checkValue(field string, v *string) error {
+	if v == nil {
+		return nil
+	}
+	switch valueProblem(*v) {
+	case "":
+		return nil
+	case ReasonEmpty:
+		return taskInvalid(field, ReasonEmpty, "%s is empty", field)
+	}
+	if utf8.RuneCountInString(*v) > MaxValueLen {
+		return taskInvalid(field, ReasonInvalidValue, "%s is longer than %d characters", field, MaxValueLen)
+	}
+	return taskInvalid(field, ReasonInvalidValue, "%s has a control character at byte %d", field, controlIndex(*v))
+}
+
+// valueProblem returns the reason a free-text value is invalid, or "".
+func valueProblem(v string) string {
+	switch {
+	case v == "":
+		return ReasonEmpty
+	case len(v) > MaxValueLen && utf8.RuneCountInString(v) > MaxValueLen, controlIndex(v) >= 0:
+		return ReasonInvalidValue
+	}
+	return ""
+}
+
+// controlIndex returns the byte index of the first C0, DEL or C1 control
+// character in s, or -1.
+func controlIndex(s string) int {
+	for i, r := range s {
+		if r < 0x20 || r >= 0x7f && r <= 0x9f {
+			return i
+		}
+	}
+	return -1
+}
+
+func checkPermissions(field string, p *resolve.PermissionPolicy) error {
+	switch p.Mode {
+	case resolve.PermissionAllowAll, resolve.PermissionDenyAll, resolve.PermissionRules:
+	case "":
+		return taskInvalid(field+".mode", ReasonRequired, "%s.mode is required (allow_all, deny_all or rules)", field)
+	default:
+		return taskInvalid(field+".mode", ReasonInvalidValue, "%s.mode %s is not allow_all, deny_all or rules", field, printable(string(p.Mode)))
+	}
+	for _, m := range []struct {
+		name  string
+		rules map[string][]string
+	}{{"allow", p.Allow}, {"deny", p.Deny}, {"escalate", p.Escalate}} {
+		if err := checkRules(joinPath(field, m.name), m.rules); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkRules(field string, rules map[string][]string) error {
+	// A quick pass finds whether anything is wrong; only then are the
+	// tools visited in sorted order, so the first failure reported is the
+	// same on every run.
+	bad := false
+	for tool, pats := range rules {
+		if valueProblem(tool) != "" || slices.ContainsFunc(pats, badPattern) {
+			bad = true
+			break
+		}
+	}
+	if !bad {
+		return nil
+	}
+	for _, tool := range slices.Sorted(maps.Keys(rules)) {
+		key := keyPath(field, tool)
+		if tool == "" {
+			return taskInvalid(key, ReasonEmpty, "%s has an empty tool name", field)
+		}
+		if err := checkValue(key, &tool); err != nil {
+			return err
+		}
+		for i, pat := range rules[tool] {
+			p := indexPath(key, i)
+			if pat == "" {
+				return taskInvalid(p, ReasonEmpty, "%s is empty", p)
+			}
+			if !doublestar.ValidatePattern(pat) {
+				return taskInvalid(p, ReasonInvalidGlob, "%s %s is not a valid glob pattern", p, printable(pat))
+			}
+		}
+	}
+	return nil
+}
+
+func badPattern(p string) bool { return p == "" || !doublestar.ValidatePattern(p) }
+
+func keyPath(parent, key string) string {
+	var b strings.Builder
+	b.WriteString(parent)
+	if simpleKey(key) {
+		b.WriteByte('.')
+		b.WriteString(key)
+	} else {
+		b.WriteString("[" + printable(key) + "]")
+	}
+	return b.String()
+}
+
+// dropNullRules removes tool entries whose pattern list was null: null is
+// absent everywhere, including inside a permission map.
+func dropNullRules(p *resolve.PermissionPolicy) {
+	for _, m := range []map[string][]string{p.Allow, p.Deny, p.Escalate} {
+		for k, v := range m {
+			if v == nil {
+				delete(m, k)
+			}
+		}
+	}
+}
+
+// peekTaskID reads a valid top-level task_id from data that failed
+// strict decoding, so the failure can still name its task. Any doubt
+// (syntax error, duplicate task_id, invalid id) gives "".
+func peekTaskID(data []byte) string {
+	dec := jsontext.NewDecoder(bytes.NewReader(data), jsontext.AllowDuplicateNames(true))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return ""
+	}
+	found := ""
+	for dec.PeekKind() == '"' {
+		name, err := dec.ReadToken()
+		if err != nil {
+			return found
+		}
+		if name.String() != "task_id" {
+			if dec.SkipValue() != nil {
+				return found
+			}
+			continue
+		}
+		v, err := dec.ReadToken()
+		if err != nil || v.Kind() != '"' || found != "" {
+			return ""
+		}
+		if validTaskID(v.String()) != "" {
+			return ""
+		}
+		found = v.String()
+	}
+	return found
+}
+
+// Overrides converts the task's overrides (and its Modes) into the
+// resolver's TaskOverrides. Absent stays nil and empty stays empty;
+// slices are shared, not copied (the resolver never mutates its input).
+func (t Task) Overrides() resolve.TaskOverrides {
+	out := resolve.TaskOverrides{Modes: t.Modes}
+	if o := t.Override; o != nil {
+		out.Model = o.Model
+		out.Effort = o.Effort
+		out.ExtraPrompt = o.ExtraPrompt
+		out.Tools = o.Tools
+		out.Permissions = o.Permissions
+		out.Yolo = o.Yolo
+		out.Bypass = o.Bypass
+		out.FastMode = o.FastMode
+		out.LionSystem = o.LionSystem
+	}
+	return out
+}
