@@ -282,3 +282,9 @@ func EncodeTask(source, id string, data []byte, traceParent, traceState string, 
 	h[HeaderContentType] = []string{ContentTypeCloudEventsJSON}
 	return h, body, nil
 }
+
+// MarshalData encodes outcome data exactly as outcomes carry it (sorted
+// keys, nil as null); extra options such as indentation may be added.
+func MarshalData(v any, opts ...json.Options) ([]byte, error) {
+	return json.Marshal(v, append([]json.Options{dataOptions}, opts...)...)
+}

@@ -1,0 +1,12 @@
+package main
+
+import (
+	"context"
+	"errors"
+)
+
+type benchCmd struct{}
+
+func (benchCmd) Run(context.Context, *globals) error {
+	return errors.New("bench: not implemented yet")
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rolecall/rolecall/discover"
+)
+
+// natsFlags are the connection settings shared by run, submit, tail and
+// bench. Flags beat ROLECALL_* variables, which beat rolecall.yaml.
+type natsFlags struct {
+	NATS     string `name:"nats" help:"NATS server URL(s), comma-separated. Empty: run starts an embedded server; other commands use nats://127.0.0.1:4222." env:"ROLECALL_NATS_URL"`
+	Creds    string `help:"NATS credentials file (JWT + nkey seed)." env:"ROLECALL_NATS_CREDS" type:"path"`
+	NKey     string `name:"nkey" help:"NATS nkey seed file." env:"ROLECALL_NATS_NKEY" type:"path"`
+	User     string `help:"NATS user name." env:"ROLECALL_NATS_USER"`
+	Password string `help:"NATS password (prefer ROLECALL_NATS_PASSWORD to a flag)." env:"ROLECALL_NATS_PASSWORD"`
+	TLSCA    string `name:"tls-ca" help:"CA certificate file for the NATS server." env:"ROLECALL_NATS_TLS_CA" type:"path"`
+	TLSCert  string `name:"tls-cert" help:"Client certificate file." env:"ROLECALL_NATS_TLS_CERT" type:"path"`
+	TLSKey   string `name:"tls-key" help:"Client key file." env:"ROLECALL_NATS_TLS_KEY" type:"path"`
+	Prefix   string `help:"Subject prefix (default rolecall)." env:"ROLECALL_SUBJECT_PREFIX"`
+}
+
+// withConfig fills settings the flags and variables left empty from the
+// nats: block of rolecall.yaml.
+func (f natsFlags) withConfig(c discover.NATSConfig) natsFlags {
+	fill := func(dst *string, v string) {
+		if *dst == "" {
+			*dst = v
+		}
+	}
+	fill(&f.NATS, c.URL)
+	fill(&f.Creds, c.Creds)
+	fill(&f.NKey, c.NKey)
+	fill(&f.User, c.User)
+	fill(&f.Password, c.Password)
+	fill(&f.TLSCA, c.TLS.CA)
+	fill(&f.TLSCert, c.TLS.Cert)
+	fill(&f.TLSKey, c.TLS.Key)
+	fill(&f.Prefix, c.SubjectPrefix)
+	return f
+}
+
+func (f natsFlags) prefix() string {
+	if f.Prefix == "" {
+		return "rolecall"
+	}
+	return f.Prefix
+}
+
+func (f natsFlags) url() string {
+	if f.NATS == "" {
+		return nats.DefaultURL
+	}
+	return f.NATS
+}
+
+// connect dials NATS and reconnects forever with jittered backoff: a worker
+// must outlive a broker restart without a supervisor restarting it.
+func (f natsFlags) connect(name string, log *slog.Logger) (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		nats.RetryOnFailedConnect(false),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "error", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "server", nc.ConnectedUrlRedacted()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Warn("nats async error", "error", err) }),
+	}
+	if f.Creds != "" {
+		opts = append(opts, nats.UserCredentials(f.Creds))
+	}
+	if f.NKey != "" {
+		o, err := nats.NkeyOptionFromSeed(f.NKey)
+		if err != nil {
+			return nil, fmt.Errorf("nkey seed %s: %w", f.NKey, err)
+		}
+		opts = append(opts, o)
+	}
+	if f.User != "" {
+		opts = append(opts, nats.UserInfo(f.User, f.Password))
+	}
+	if f.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(f.TLSCA))
+	}
+	if f.TLSCert != "" || f.TLSKey != "" {
+		opts = append(opts, nats.ClientCert(f.TLSCert, f.TLSKey))
+	}
+	urls := strings.Join(strings.Fields(strings.ReplaceAll(f.url(), ",", " ")), ",")
+	nc, err := nats.Connect(urls, opts...)
+	if err != nil {
+		// The URL may carry credentials; never echo it unredacted.
+		return nil, fmt.Errorf("connect to NATS: %w", err)
+	}
+	return nc, nil
+}

@@ -1,0 +1,551 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/go-json-experiment/json"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rolecall/rolecall/discover"
+	"github.com/rolecall/rolecall/events"
+	"github.com/rolecall/rolecall/internal/natstest"
+	"github.com/rolecall/rolecall/pipeline"
+	"github.com/rolecall/rolecall/resolve"
+)
+
+// testConfig keeps delivery fast enough for tests while honouring the
+// duplicate-window rule.
+func testConfig() pipeline.Config {
+	c := pipeline.DefaultConfig()
+	c.AckWait = 2 * time.Second
+	c.MaxDeliver = 3
+	c.Backoff = []time.Duration{50 * time.Millisecond}
+	c.DuplicateWindow = time.Minute
+	c.Concurrency = 8
+	return c
+}
+
+type harness struct {
+	t   *testing.T
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	cfg pipeline.Config
+	seq atomic.Int64
+}
+
+func newHarness(t *testing.T, cfg pipeline.Config) *harness {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pipeline.Ensure(context.Background(), js, cfg); err != nil {
+		t.Fatalf("ensure: %v", err)
+	}
+	return &harness{t: t, nc: nc, js: js, cfg: cfg}
+}
+
+// staticSource serves one snapshot loaded from a root.
+type staticSource struct{ snap *discover.Snapshot }
+
+func (s staticSource) Snapshot() *discover.Snapshot { return s.snap }
+
+func loadSource(t *testing.T, root string) staticSource {
+	t.Helper()
+	snap, err := discover.Load(root, discover.Options{})
+	if err != nil {
+		t.Fatalf("load %s: %v", root, err)
+	}
+	return staticSource{snap}
+}
+
+// emptyRoot is a config root with no files: the embedded catalog and pack.
+func emptyRoot(t *testing.T) string { return t.TempDir() }
+
+type running struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run returned; err is set then
+	err    *error
+}
+
+func (r running) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	select {
+	case <-r.done:
+		if *r.err != nil {
+			t.Errorf("worker returned %v", *r.err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("worker did not drain within 20s")
+	}
+}
+
+func (h *harness) start(src pipeline.SnapshotSource, opt pipeline.Options) running {
+	h.t.Helper()
+	w, err := pipeline.New(h.js, src, h.cfg, opt)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := running{cancel: cancel, done: make(chan struct{}), err: new(error)}
+	go func() {
+		*r.err = w.Run(ctx)
+		close(r.done)
+	}()
+	h.t.Cleanup(func() {
+		cancel()
+		<-r.done
+	})
+	return r
+}
+
+// submit publishes a task event and returns its CloudEvents id.
+func (h *harness) submit(data string, binary bool) string {
+	h.t.Helper()
+	id := fmt.Sprintf("t-%d", h.seq.Add(1))
+	hdr, body, err := events.EncodeTask("test", id, []byte(data), "", "", binary)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.publishRaw(hdr, body)
+	return id
+}
+
+func (h *harness) publishRaw(hdr nats.Header, body []byte) {
+	h.t.Helper()
+	if _, err := h.js.PublishMsg(context.Background(), &nats.Msg{Subject: h.cfg.Prefix + ".tasks.test", Header: hdr, Data: body}); err != nil {
+		h.t.Fatalf("publish task: %v", err)
+	}
+}
+
+type outcome struct {
+	subject string
+	msgID   string
+	ev      event.Event
+}
+
+// outcomes reads the whole specs stream.
+func (h *harness) outcomes() []outcome {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := h.js.Stream(ctx, h.cfg.SpecsStream)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	n := int(info.State.Msgs)
+	var out []outcome
+	if n == 0 {
+		return out
+	}
+	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for len(out) < n {
+		batch, err := c.Fetch(n-len(out), jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			ev, err := events.DecodeOutcome(m.Headers(), m.Data())
+			if err != nil {
+				h.t.Fatalf("undecodable outcome on %s: %v", m.Subject(), err)
+			}
+			out = append(out, outcome{m.Subject(), m.Headers().Get(nats.MsgIdHdr), ev})
+		}
+		if batch.Error() != nil {
+			h.t.Fatal(batch.Error())
+		}
+	}
+	return out
+}
+
+// waitOutcomes polls until the specs stream holds n messages.
+func (h *harness) waitOutcomes(n int, within time.Duration) []outcome {
+	h.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		s, err := h.js.Stream(context.Background(), h.cfg.SpecsStream)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		info, err := s.Info(context.Background())
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if int(info.State.Msgs) >= n {
+			return h.outcomes()
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("specs stream has %d outcomes after %s, want %d", info.State.Msgs, within, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func causation(ev event.Event) string {
+	v, _ := ev.Extensions()["causationid"].(string)
+	return v
+}
+
+// exactlyOnce asserts one outcome per submitted id, and no others.
+func exactlyOnce(t *testing.T, ids []string, outs []outcome) {
+	t.Helper()
+	count := map[string]int{}
+	for _, o := range outs {
+		count[causation(o.ev)]++
+	}
+	for _, id := range ids {
+		if count[id] != 1 {
+			t.Errorf("task %s has %d outcomes, want 1", id, count[id])
+		}
+		delete(count, id)
+	}
+	for id, n := range count {
+		t.Errorf("unexpected outcome(s) for %q: %d", id, n)
+	}
+}
+
+func failureOf(t *testing.T, ev event.Event) events.FailureData {
+	t.Helper()
+	if ev.Type() != events.TypeSpecFailed {
+		t.Fatalf("outcome type %s, want failure; data %s", ev.Type(), ev.Data())
+	}
+	var f events.FailureData
+	if err := json.Unmarshal(ev.Data(), &f); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestOutcomeShapes(t *testing.T) {
+	h := newHarness(t, testConfig())
+	h.start(loadSource(t, emptyRoot(t)), pipeline.Options{})
+
+	cases := []struct {
+		name    string
+		data    string
+		binary  bool
+		raw     func() (nats.Header, []byte)
+		subject string // expected outcome subject
+		stage   resolve.Stage
+		code    resolve.Code
+	}{
+		{name: "resolved structured", data: `{"task_id":"T-1","role":"architect"}`, subject: "rolecall.specs.resolved.architect"},
+		{name: "resolved binary", data: `{"task_id":"T-2","role":"analyst","modes":[]}`, binary: true, subject: "rolecall.specs.resolved.analyst"},
+		{name: "task_invalid unknown field", data: `{"task_id":"T-3","role":"architect","colour":"red"}`,
+			subject: "rolecall.specs.failed.task_invalid", stage: resolve.StageDecode, code: resolve.CodeTaskInvalid},
+		{name: "task_invalid bad name", data: `{"task_id":"T-4","role":"architect","pack":"../etc"}`,
+			subject: "rolecall.specs.failed.task_invalid", stage: resolve.StageDecode, code: resolve.CodeTaskInvalid},
+		{name: "discover pack_not_found", data: `{"task_id":"T-5","role":"architect","pack":"nope"}`,
+			subject: "rolecall.specs.failed.pack_not_found", stage: resolve.StageDiscover, code: resolve.CodePackNotFound},
+		{name: "resolve mode_unknown", data: `{"task_id":"T-6","role":"architect","modes":["telepathic"]}`,
+			subject: "rolecall.specs.failed.mode_unknown", stage: resolve.StageResolve, code: resolve.CodeModeUnknown},
+		{name: "resolve role_unknown", data: `{"task_id":"T-7","role":"astronaut"}`,
+			subject: "rolecall.specs.failed.role_unknown", stage: resolve.StageResolve, code: resolve.CodeRoleUnknown},
+		{name: "resolve external_profile_missing", data: `{"task_id":"T-8","role":"external:ghost"}`,
+			subject: "rolecall.specs.failed.external_profile_missing", stage: resolve.StageResolve, code: resolve.CodeExternalProfileMissing},
+		{name: "event_invalid malformed JSON", raw: func() (nats.Header, []byte) {
+			return nats.Header{"Content-Type": []string{"application/cloudevents+json"}}, []byte(`{"specversion":"1.0",`)
+		}, subject: "rolecall.specs.failed.event_invalid", stage: resolve.StageDecode, code: resolve.CodeEventInvalid},
+		{name: "event_invalid unknown type", raw: func() (nats.Header, []byte) {
+			return nats.Header{"Content-Type": []string{"application/cloudevents+json"}},
+				[]byte(`{"specversion":"1.0","id":"x-1","source":"test","type":"com.example.other","datacontenttype":"application/json","data":{"task_id":"T-9","role":"architect"}}`)
+		}, subject: "rolecall.specs.failed.event_invalid", stage: resolve.StageDecode, code: resolve.CodeEventInvalid},
+	}
+	for i, tc := range cases {
+		if tc.raw != nil {
+			h.publishRaw(tc.raw())
+		} else {
+			h.submit(tc.data, tc.binary)
+		}
+		outs := h.waitOutcomes(i+1, 10*time.Second)
+		got := outs[i]
+		t.Run(tc.name, func(t *testing.T) {
+			if got.subject != tc.subject {
+				t.Errorf("subject %s, want %s", got.subject, tc.subject)
+			}
+			if tc.code == "" {
+				if got.ev.Type() != events.TypeSpecResolved {
+					t.Fatalf("type %s, want resolved; data %s", got.ev.Type(), got.ev.Data())
+				}
+				var r events.ResolvedData
+				if err := json.Unmarshal(got.ev.Data(), &r); err != nil {
+					t.Fatal(err)
+				}
+				if r.Model == "" || r.InputsDigest == "" || r.SystemMessage == "" {
+					t.Errorf("resolved data incomplete: model %q digest %q", r.Model, r.InputsDigest)
+				}
+				return
+			}
+			f := failureOf(t, got.ev)
+			if f.Stage != tc.stage || f.Code != tc.code {
+				t.Errorf("failure %s/%s, want %s/%s (%s)", f.Stage, f.Code, tc.stage, tc.code, f.Message)
+			}
+		})
+	}
+}
+
+func TestDeliveryExhausted(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxDeliver = 2
+	h := newHarness(t, cfg)
+	var attempts atomic.Int32
+	alloc := &countingAllocator{}
+	h.start(loadSource(t, emptyRoot(t)), pipeline.Options{
+		Allocator: alloc,
+		Hooks: pipeline.Hooks{BeforePublish: func(context.Context, *pipeline.Outcome) error {
+			attempts.Add(1)
+			return errors.New("injected transient fault")
+		}},
+	})
+	id := h.submit(`{"task_id":"T-dead","role":"architect"}`, false)
+	outs := h.waitOutcomes(1, 20*time.Second)
+	exactlyOnce(t, []string{id}, outs)
+	f := failureOf(t, outs[0].ev)
+	if f.Code != resolve.CodeDeliveryExhausted || f.Stage != resolve.StageDeliver {
+		t.Errorf("got %s/%s, want deliver/delivery_exhausted", f.Stage, f.Code)
+	}
+	if f.TaskID == nil || *f.TaskID != "T-dead" {
+		t.Errorf("task_id %v, want T-dead", f.TaskID)
+	}
+	if want := events.OutcomeID("test", id); outs[0].msgID != want {
+		t.Errorf("outcome id %s, want the task's deterministic id %s", outs[0].msgID, want)
+	}
+	if n := attempts.Load(); n != 2 {
+		t.Errorf("%d attempts, want max_deliver = 2", n)
+	}
+	if alloc.n.Load() != 0 {
+		t.Error("allocator called for a task without a resolved outcome")
+	}
+}
+
+type countingAllocator struct{ n atomic.Int32 }
+
+func (a *countingAllocator) Allocate(context.Context, *events.ResolvedData) error {
+	a.n.Add(1)
+	return nil
+}
+
+func TestAllocatorOnlyAfterResolved(t *testing.T) {
+	h := newHarness(t, testConfig())
+	alloc := &countingAllocator{}
+	h.start(loadSource(t, emptyRoot(t)), pipeline.Options{Allocator: alloc})
+	h.submit(`{"task_id":"ok","role":"architect"}`, false)
+	h.submit(`{"task_id":"bad","role":"architect","modes":["nope"]}`, false)
+	h.submit(`{"task_id":"bad2","role":"nobody"}`, false)
+	h.waitOutcomes(3, 10*time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for alloc.n.Load() < 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := alloc.n.Load(); n != 1 {
+		t.Errorf("allocator called %d times, want 1 (only the resolved task)", n)
+	}
+}
+
+func TestRedeliveryIsDuplicate(t *testing.T) {
+	h := newHarness(t, testConfig())
+	var first atomic.Bool
+	var dup atomic.Int32
+	h.start(loadSource(t, emptyRoot(t)), pipeline.Options{Hooks: pipeline.Hooks{
+		// The first delivery publishes its outcome and then "loses" the
+		// ack, as a worker that crashed between PubAck and Ack would.
+		BeforeAck: func(*pipeline.Outcome) bool { return !first.CompareAndSwap(false, true) },
+		AfterPublish: func(_ *pipeline.Outcome, ack *jetstream.PubAck) {
+			if ack.Duplicate {
+				dup.Add(1)
+			}
+		},
+	}})
+	id := h.submit(`{"task_id":"T-re","role":"architect"}`, false)
+	deadline := time.Now().Add(15 * time.Second)
+	for dup.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if dup.Load() != 1 {
+		t.Fatalf("JetStream reported %d duplicate publishes, want 1", dup.Load())
+	}
+	outs := h.outcomes()
+	exactlyOnce(t, []string{id}, outs)
+	if want := events.OutcomeID("test", id); outs[0].msgID != want {
+		t.Errorf("outcome id %s, want %s", outs[0].msgID, want)
+	}
+}
+
+func TestTwoWorkersManyTasks(t *testing.T) {
+	h := newHarness(t, testConfig())
+	src := loadSource(t, emptyRoot(t))
+	h.start(src, pipeline.Options{})
+	h.start(src, pipeline.Options{})
+	roles := []string{"architect", "analyst", "critic", "tester", "nobody"}
+	var ids []string
+	for i := 0; i < 2000; i++ {
+		ids = append(ids, h.submit(fmt.Sprintf(`{"task_id":"T-%d","role":%q}`, i, roles[i%len(roles)]), i%2 == 0))
+	}
+	outs := h.waitOutcomes(len(ids), 60*time.Second)
+	exactlyOnce(t, ids, outs)
+}
+
+func TestStoppedWorkerAndSecondWorker(t *testing.T) {
+	cfg := testConfig()
+	h := newHarness(t, cfg)
+	src := loadSource(t, emptyRoot(t))
+	var seen atomic.Int32
+	var once sync.Once
+	crashed := make(chan struct{})
+	// Worker A "crashes" after its 50th outcome: from then on it drops
+	// every task unacknowledged, as a process killed mid-batch would.
+	a := h.start(src, pipeline.Options{Hooks: pipeline.Hooks{BeforeAck: func(*pipeline.Outcome) bool {
+		if seen.Add(1) > 50 {
+			once.Do(func() { close(crashed) })
+			return false
+		}
+		return true
+	}}})
+	var ids []string
+	for i := 0; i < 300; i++ {
+		ids = append(ids, h.submit(fmt.Sprintf(`{"task_id":"T-%d","role":"architect"}`, i), false))
+	}
+	<-crashed
+	a.stop(t)
+	h.start(src, pipeline.Options{})
+	outs := h.waitOutcomes(len(ids), 30*time.Second)
+	exactlyOnce(t, ids, outs)
+}
+
+func TestDrainFinishesInFlight(t *testing.T) {
+	h := newHarness(t, testConfig())
+	src := loadSource(t, emptyRoot(t))
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	r := h.start(src, pipeline.Options{Hooks: pipeline.Hooks{BeforeAck: func(o *pipeline.Outcome) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if o.Resolved != nil {
+			acked[o.Resolved.TaskID] = true
+		}
+		return true
+	}}})
+	var ids []string
+	for i := 0; i < 500; i++ {
+		ids = append(ids, h.submit(fmt.Sprintf(`{"task_id":"T-%d","role":"critic"}`, i), false))
+	}
+	for {
+		mu.Lock()
+		n := len(acked)
+		mu.Unlock()
+		if n >= 20 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	r.stop(t)
+	// Every task the drained worker acknowledged has its outcome in the
+	// stream: nothing was acknowledged without one.
+	have := map[string]bool{}
+	for _, o := range h.outcomes() {
+		if v, ok := o.ev.Extensions()["taskid"].(string); ok {
+			have[v] = true
+		}
+	}
+	mu.Lock()
+	for id := range acked {
+		if !have[id] {
+			t.Errorf("task %s was acknowledged without an outcome", id)
+		}
+	}
+	mu.Unlock()
+	// A successor finishes the rest with exactly one outcome each.
+	h.start(src, pipeline.Options{})
+	exactlyOnce(t, ids, h.waitOutcomes(len(ids), 30*time.Second))
+}
+
+func TestOversizedTaskRejectedByServer(t *testing.T) {
+	h := newHarness(t, testConfig())
+	h.start(loadSource(t, emptyRoot(t)), pipeline.Options{})
+	big := `{"task_id":"T-big","role":"architect","overrides":{"extra_prompt":"` + strings.Repeat("x", 2<<20) + `"}}`
+	hdr, body, err := events.EncodeTask("test", "big", []byte(big), "", "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.js.PublishMsg(context.Background(), &nats.Msg{Subject: "rolecall.tasks.big", Header: hdr, Data: body})
+	if !errors.Is(err, nats.ErrMaxPayload) {
+		t.Fatalf("publishing a 2 MiB task: %v, want nats.ErrMaxPayload", err)
+	}
+	// The worker keeps running: the next task still resolves.
+	id := h.submit(`{"task_id":"T-after","role":"architect"}`, false)
+	exactlyOnce(t, []string{id}, h.waitOutcomes(1, 10*time.Second))
+}
+
+func TestOverLimitTaskIsTyped(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxDataBytes = 1024
+	h := newHarness(t, cfg)
+	h.start(loadSource(t, emptyRoot(t)), pipeline.Options{})
+	h.submit(`{"task_id":"T-limit","role":"architect","overrides":{"extra_prompt":"`+strings.Repeat("y", 2048)+`"}}`, false)
+	f := failureOf(t, h.waitOutcomes(1, 10*time.Second)[0].ev)
+	if f.Code != resolve.CodeTaskInvalid {
+		t.Errorf("code %s, want task_invalid", f.Code)
+	}
+}
+
+func TestConfigChangeTakesEffect(t *testing.T) {
+	root := t.TempDir()
+	writePack := func(model string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(root, "packs"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		pack := "roles:\n  architect:\n    model: " + model + "\n"
+		if err := os.WriteFile(filepath.Join(root, "packs", "team.yaml"), []byte(pack), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writePack("model-one")
+	src, err := discover.NewSource(root, discover.Options{ReloadInterval: 0}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, testConfig())
+	h.start(src, pipeline.Options{})
+	h.submit(`{"task_id":"T-a","role":"architect","pack":"team"}`, false)
+	first := h.waitOutcomes(1, 10*time.Second)[0]
+	// A different size and a later mtime, so any stat-based check sees it.
+	time.Sleep(20 * time.Millisecond)
+	writePack("model-two-longer")
+	h.submit(`{"task_id":"T-b","role":"architect","pack":"team"}`, false)
+	second := h.waitOutcomes(2, 10*time.Second)[1]
+	for i, c := range []struct {
+		o     outcome
+		model string
+	}{{first, "model-one"}, {second, "model-two-longer"}} {
+		var r events.ResolvedData
+		if err := json.Unmarshal(c.o.ev.Data(), &r); err != nil {
+			t.Fatalf("outcome %d: %v (%s)", i, err, c.o.ev.Data())
+		}
+		if r.Model != c.model {
+			t.Errorf("task %d model %q, want %q", i, r.Model, c.model)
+		}
+	}
+}
