@@ -108,18 +108,12 @@ func FailureFrom(taskID *string, stage resolve.Stage, err error) *events.Failure
 			f.Details = re.Details
 		}
 	case errors.As(err, &de):
-		f.Code, f.Message = de.Code, de.Error()
-		if de.Key != "" {
+		f.Code, f.Message, f.Details = de.Code, de.Error(), de.Details()
+		switch {
+		case de.Subject != "":
+			f.Subject = strPtr(de.Subject)
+		case de.Key != "":
 			f.Subject = strPtr(de.Key)
-		}
-		if de.File != "" {
-			f.Details["file"] = de.File
-			if de.Line > 0 {
-				f.Details["line"] = de.Line
-			}
-		}
-		if len(de.Paths) > 0 {
-			f.Details["paths"] = de.Paths
 		}
 	case errors.As(err, &ee):
 		f.Code, f.Subject, f.Message = ee.Code, strPtr(ee.Subject), ee.Message

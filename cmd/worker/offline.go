@@ -9,7 +9,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/rolecall/rolecall/discover"
@@ -24,21 +23,19 @@ type resolveCmd struct {
 }
 
 func (c *resolveCmd) Run(_ context.Context, g *globals) error {
-	snap, err := discover.Load(g.Root, discover.Options{})
-	if err != nil {
-		return printFailure(g.stdout, pipeline.FailureFrom(nil, resolve.StageDiscover, err))
-	}
 	data, name, err := readInput(c.Task, g.stdin)
 	if err != nil {
 		return usageErr("%v", err)
 	}
+	// Decode before discovery, as the worker does, so every failure after
+	// decoding names the task.
 	task, ref, err := events.DecodeTaskData(data, events.DecodeOptions{})
 	if err != nil {
-		var id *string
-		if task.TaskID != "" {
-			id = &task.TaskID
-		}
-		return printFailure(g.stdout, pipeline.FailureFrom(id, resolve.StageDecode, err))
+		return printFailure(g.stdout, pipeline.FailureFrom(&task.TaskID, resolve.StageDecode, err))
+	}
+	snap, err := discover.Load(g.Root, discover.Options{})
+	if err != nil {
+		return printFailure(g.stdout, pipeline.FailureFrom(&task.TaskID, resolve.StageDiscover, err))
 	}
 	out := pipeline.Handle(snap, task, ref, nil)
 	if out.Failure != nil {
@@ -95,6 +92,9 @@ func explain(w io.Writer, snap *discover.Snapshot, out *pipeline.Outcome, taskFi
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", field, truncate(fieldValue(spec, field), 48), source, where)
 	}
+	for _, d := range spec.Diagnostics {
+		fmt.Fprintf(tw, "diagnostic\t%s\t%s\t-\n", truncate(d.Message, 48), d.Code)
+	}
 	return tw.Flush()
 }
 
@@ -108,15 +108,19 @@ func fieldValue(s *resolve.ResolvedAgentSpec, field string) string {
 	case "model":
 		v = s.Model
 	case "effort":
-		v = s.Effort
+		if s.Effort == nil {
+			return "null"
+		}
+		return *s.Effort
 	case "modes":
 		v = s.Identity.Modes
 	case "tools":
 		v = s.Tools
 	case "permissions":
-		if s.Permissions != nil {
-			v = s.Permissions.Mode
+		if s.Permissions == nil {
+			return "null"
 		}
+		return string(s.Permissions.Mode)
 	case "yolo":
 		v = s.Yolo
 	case "bypass":
@@ -138,7 +142,7 @@ func fieldValue(s *resolve.ResolvedAgentSpec, field string) string {
 	if str, ok := v.(string); ok {
 		return str
 	}
-	b, err := json.Marshal(v, json.Deterministic(true))
+	b, err := events.MarshalData(v)
 	if err != nil {
 		return fmt.Sprint(v)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
+	"time"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -25,6 +27,27 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:           "testdata/script",
 		UpdateScripts: *update,
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			// waitfor ADDR: wait until a TCP listener accepts on ADDR, so a
+			// script can start `worker run &` and then talk to it.
+			"waitfor": func(ts *testscript.TestScript, neg bool, args []string) {
+				if len(args) != 1 || neg {
+					ts.Fatalf("usage: waitfor host:port")
+				}
+				deadline := time.Now().Add(20 * time.Second)
+				for {
+					c, err := net.DialTimeout("tcp", args[0], time.Second)
+					if err == nil {
+						c.Close()
+						return
+					}
+					if time.Now().After(deadline) {
+						ts.Fatalf("nothing listens on %s after 20s: %v", args[0], err)
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			},
+		},
 		Setup: func(env *testscript.Env) error {
 			// A free loopback port for scripts that start an embedded server.
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -34,6 +57,11 @@ func TestScripts(t *testing.T) {
 			port := ln.Addr().(*net.TCPAddr).Port
 			ln.Close()
 			env.Setenv("NATS_PORT", fmt.Sprint(port))
+			examples, err := filepath.Abs("../../examples")
+			if err != nil {
+				return err
+			}
+			env.Setenv("EXAMPLES", examples)
 			env.Setenv("ROLECALL_LOG_LEVEL", "warn")
 			return nil
 		},
