@@ -549,3 +549,46 @@ func TestConfigChangeTakesEffect(t *testing.T) {
 		}
 	}
 }
+
+func TestPanicIsTransient(t *testing.T) {
+	h := newHarness(t, testConfig())
+	var calls atomic.Int32
+	h.start(loadSource(t, emptyRoot(t)), pipeline.Options{Hooks: pipeline.Hooks{BeforePublish: func(context.Context, *pipeline.Outcome) error {
+		if calls.Add(1) == 1 {
+			panic("injected bug in a stage")
+		}
+		return nil
+	}}})
+	id := h.submit(`{"task_id":"T-panic","role":"architect"}`, false)
+	outs := h.waitOutcomes(1, 10*time.Second)
+	exactlyOnce(t, []string{id}, outs)
+	if outs[0].ev.Type() != events.TypeSpecResolved {
+		t.Errorf("after a recovered panic the retry should resolve; got %s", outs[0].ev.Type())
+	}
+	if calls.Load() != 2 {
+		t.Errorf("%d attempts, want 2 (panic, then retry)", calls.Load())
+	}
+}
+
+func TestShortDuplicateWindowRefused(t *testing.T) {
+	cfg := testConfig()
+	cfg.DuplicateWindow = cfg.AckWait // far below ack_wait × max_deliver
+	if err := cfg.Validate(); !errors.Is(err, pipeline.ErrConfig) {
+		t.Fatalf("Validate() = %v, want ErrConfig", err)
+	}
+	// An existing specs stream with a short window is refused at start.
+	srv := natstest.Start(t)
+	js, err := jetstream.New(natstest.Connect(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := testConfig()
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{
+		Name: good.SpecsStream, Subjects: []string{"rolecall.specs.>"}, Duplicates: 5 * time.Second,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pipeline.Ensure(context.Background(), js, good); !errors.Is(err, pipeline.ErrConfig) {
+		t.Fatalf("Ensure with a 5s duplicate window = %v, want ErrConfig", err)
+	}
+}
