@@ -196,6 +196,17 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 	if md != nil {
 		delivered, seq = md.NumDelivered, md.Sequence.Stream
 	}
+	var inc events.Incoming
+	defer func() {
+		if r := recover(); r != nil {
+			// A panic anywhere in a stage is a bug, but it must not crash the
+			// worker or lose the task: nak it so another attempt (or the
+			// dead-letter path) produces the outcome.
+			w.log.ErrorContext(ctx, "panic while processing task", "task_id", inc.Task.TaskID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			trace.SpanFromContext(ctx).SetStatus(codes.Error, "panic")
+			w.nak(ctx, msg, delivered)
+		}
+	}()
 	if in := w.opt.Instruments; in != nil {
 		in.Inflight.Add(ctx, 1)
 		defer in.Inflight.Add(ctx, -1)
@@ -217,16 +228,6 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 	defer span.End()
 
 	var transient error
-	defer func() {
-		if r := recover(); r != nil {
-			// A panic is a bug, but it must not lose the task: nak it so
-			// another attempt (or the dead-letter path) produces an outcome.
-			w.log.ErrorContext(ctx, "panic while processing task", "task_id", inc.Task.TaskID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			span.SetStatus(codes.Error, "panic")
-			w.nak(ctx, msg, delivered)
-		}
-	}()
-
 	_, dspan := w.tracer.Start(ctx, telemetry.SpanDecode)
 	w.stageDone(ctx, dspan, resolve.StageDecode, start, decodeErr)
 
