@@ -97,7 +97,7 @@ func New(js jetstream.JetStream, src SnapshotSource, cfg Config, opt Options) (*
 	}
 	return &Worker{
 		js: js, cfg: cfg, src: src, opt: opt, log: opt.Logger,
-		tracer: opt.TracerProvider.Tracer("github.com/rolecall/rolecall/pipeline"),
+		tracer: opt.TracerProvider.Tracer(telemetry.ScopeName),
 	}, nil
 }
 
@@ -143,8 +143,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 
 	// In-flight work survives cancellation of ctx: drain means finishing
-	// what was fetched, not abandoning it.
-	work := context.WithoutCancel(ctx)
+	// what was fetched, not abandoning it. Nor does it inherit a span ctx
+	// may carry: a task's trace comes from the task alone, so a traceless
+	// task starts a trace of its own instead of joining the caller's.
+	work := trace.ContextWithSpanContext(context.WithoutCancel(ctx), trace.SpanContext{})
 	var wg sync.WaitGroup
 	var dlErr error
 	wg.Add(1)
@@ -189,7 +191,7 @@ func (w *Worker) consume(ctx context.Context, c jetstream.Consumer, n int, handl
 // process turns one task message into exactly one published outcome, or a
 // nak when a transient fault prevents that.
 func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
-	start := w.opt.Now()
+	start := time.Now()
 	md, _ := msg.Metadata()
 	var delivered uint64 = 1
 	var seq uint64
@@ -204,7 +206,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 			// dead-letter path) produces the outcome.
 			w.log.ErrorContext(ctx, "panic while processing task", "task_id", inc.Task.TaskID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			trace.SpanFromContext(ctx).SetStatus(codes.Error, "panic")
-			w.nak(ctx, msg, delivered)
+			w.nak(ctx, msg, delivered, inc.Task.TaskID)
 		}
 	}()
 	if in := w.opt.Instruments; in != nil {
@@ -215,21 +217,21 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 	defer keepAlive.Stop()
 
 	header := msg.Headers()
+	decodeStart := time.Now()
 	inc, decodeErr := events.DecodeTask(header, msg.Data(), events.DecodeOptions{MaxDataBytes: w.cfg.MaxDataBytes})
-	parent := telemetry.ExtractTask(ctx, w.opt.Propagator, header, inc.TraceParent, inc.TraceState)
+	decodeEnd := time.Now()
+	// The parent context is known only after decoding (it may be in the
+	// event's extension), so the process span and its decode child are
+	// started afterwards with the times they really began.
+	ceParent, ceState := extensionContext(inc.Event.Extensions())
+	parent := telemetry.ExtractTask(ctx, w.opt.Propagator, header, ceParent, ceState)
 	ctx, span := w.tracer.Start(parent, telemetry.SpanProcess, trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
-			attribute.String(telemetry.AttrMessagingSystem, "nats"),
-			attribute.String(telemetry.AttrMessagingDestination, msg.Subject()),
-			attribute.String(telemetry.AttrEventID, inc.ID),
-			attribute.String(telemetry.AttrEventType, inc.Event.Type()),
-			attribute.String(telemetry.AttrTaskID, inc.Task.TaskID),
-		))
+		trace.WithTimestamp(start), trace.WithAttributes(taskAttrs(msg.Subject(), &inc)...))
 	defer span.End()
 
 	var transient error
-	_, dspan := w.tracer.Start(ctx, telemetry.SpanDecode)
-	w.stageDone(ctx, dspan, resolve.StageDecode, start, decodeErr)
+	_, dspan := w.tracer.Start(ctx, telemetry.SpanDecode, trace.WithTimestamp(decodeStart))
+	w.stageEnd(ctx, dspan, resolve.StageDecode, decodeEnd.Sub(decodeStart), decodeErr, trace.WithTimestamp(decodeEnd))
 
 	var out Outcome
 	if decodeErr != nil {
@@ -239,7 +241,12 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 		out = Handle(snap, inc.Task, inc.Ref, w.observer(ctx))
 		span.SetAttributes(attribute.String(telemetry.AttrSnapshotDigest, snap.Digest))
 	}
-	span.SetAttributes(attribute.String(telemetry.AttrRole, out.Role), attribute.String(telemetry.AttrPack, out.Pack))
+	if out.Role != "" {
+		span.SetAttributes(attribute.String(telemetry.AttrRole, out.Role))
+	}
+	if out.Pack != "" {
+		span.SetAttributes(attribute.String(telemetry.AttrPack, out.Pack))
+	}
 
 	id := events.OutcomeIDForSequence(w.cfg.TasksStream, seq)
 	if inc.Source != "" && inc.ID != "" {
@@ -258,8 +265,9 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 	if transient != nil {
 		span.RecordError(transient)
 		span.SetStatus(codes.Error, "transient: "+transient.Error())
+		span.SetAttributes(attribute.String(telemetry.AttrOutcome, telemetry.OutcomeRetry))
 		w.log.WarnContext(ctx, "transient fault; task will be redelivered", "task_id", inc.Task.TaskID, "delivery", delivered, "error", transient)
-		w.nak(ctx, msg, delivered)
+		w.nak(ctx, msg, delivered, inc.Task.TaskID)
 		if in := w.opt.Instruments; in != nil {
 			in.TaskDone(ctx, telemetry.OutcomeRetry, "")
 		}
@@ -297,7 +305,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 // publish encodes the outcome and waits for its PubAck.
 func (w *Worker) publish(ctx context.Context, id string, inc events.Incoming, out *Outcome) (*jetstream.PubAck, error) {
 	ctx, span := w.tracer.Start(ctx, telemetry.SpanPublish, trace.WithSpanKind(trace.SpanKindProducer))
-	start := w.opt.Now()
+	start := time.Now()
 	var err error
 	defer func() { w.stageDone(ctx, span, "publish", start, err) }()
 
@@ -328,7 +336,14 @@ func (w *Worker) publish(ctx context.Context, id string, inc events.Incoming, ou
 			return nil, fmt.Errorf("encode failure outcome: %w", err)
 		}
 	}
-	span.SetAttributes(attribute.String(telemetry.AttrMessagingDestination, subject))
+	if span.IsRecording() {
+		typ := events.TypeSpecFailed
+		if out.Resolved != nil {
+			typ = events.TypeSpecResolved
+		}
+		span.SetAttributes(telemetry.MessagingSystemNATS, attribute.String(telemetry.AttrMessagingDestination, subject),
+			attribute.String(telemetry.AttrEventID, id), attribute.String(telemetry.AttrEventType, typ))
+	}
 	ack, err := w.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: h, Data: body}, jetstream.WithMsgID(id))
 	if err != nil {
 		return nil, fmt.Errorf("publish outcome: %w", err)
@@ -336,9 +351,9 @@ func (w *Worker) publish(ctx context.Context, id string, inc events.Incoming, ou
 	return ack, nil
 }
 
-func (w *Worker) nak(ctx context.Context, msg jetstream.Msg, delivered uint64) {
+func (w *Worker) nak(ctx context.Context, msg jetstream.Msg, delivered uint64, taskID string) {
 	if err := msg.NakWithDelay(w.cfg.backoff(int(delivered))); err != nil {
-		w.log.WarnContext(ctx, "nak failed; the task will be redelivered after ack_wait", "error", err)
+		w.log.WarnContext(ctx, "nak failed; the task will be redelivered after ack_wait", "task_id", taskID, "error", err)
 	}
 }
 
@@ -358,23 +373,58 @@ func (w *Worker) keepAlive(msg jetstream.Msg) *time.Timer {
 // observer records a span and a duration for each Handle stage.
 func (w *Worker) observer(ctx context.Context) StageFunc {
 	return func(stage resolve.Stage) func(error) {
-		start := w.opt.Now()
+		start := time.Now()
 		_, span := w.tracer.Start(ctx, spanName(stage))
 		return func(err error) { w.stageDone(ctx, span, stage, start, err) }
 	}
 }
 
+// stageDone ends a stage that began at start. Stage times come from the
+// monotonic clock, not Options.Now, which only stamps outcomes.
 func (w *Worker) stageDone(ctx context.Context, span trace.Span, stage resolve.Stage, start time.Time, err error) {
+	w.stageEnd(ctx, span, stage, time.Since(start), err)
+}
+
+// stageEnd ends a stage span (with its failure code, if any) and records
+// the stage's duration d.
+func (w *Worker) stageEnd(ctx context.Context, span trace.Span, stage resolve.Stage, d time.Duration, err error, end ...trace.SpanEndOption) {
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		if c := errorCode(err); c != "" {
 			span.SetAttributes(attribute.String(telemetry.AttrErrorCode, string(c)))
 		}
 	}
-	span.End()
+	span.End(end...)
 	if in := w.opt.Instruments; in != nil {
-		in.StageDone(ctx, string(stage), w.opt.Now().Sub(start))
+		in.StageDone(ctx, string(stage), d)
 	}
+}
+
+// taskAttrs are the process span's attributes known when it starts. A value
+// the message did not carry is left out rather than recorded as "".
+func taskAttrs(subject string, inc *events.Incoming) []attribute.KeyValue {
+	a := make([]attribute.KeyValue, 0, 5)
+	a = append(a, telemetry.MessagingSystemNATS, attribute.String(telemetry.AttrMessagingDestination, subject))
+	for _, kv := range [...]struct{ k, v string }{
+		{telemetry.AttrEventID, inc.ID},
+		{telemetry.AttrEventType, inc.Event.Type()},
+		{telemetry.AttrTaskID, inc.Task.TaskID},
+	} {
+		if kv.v != "" {
+			a = append(a, attribute.String(kv.k, kv.v))
+		}
+	}
+	return a
+}
+
+// extensionContext reads the CloudEvents distributed-tracing extension.
+// It is the parent context when the traceparent header is absent or
+// invalid; Incoming.TraceParent cannot serve, as it holds the header
+// whenever there is one, valid or not.
+func extensionContext(ext map[string]any) (traceparent, tracestate string) {
+	traceparent, _ = ext[events.ExtTraceParent].(string)
+	tracestate, _ = ext[events.ExtTraceState].(string)
+	return traceparent, tracestate
 }
 
 func errorCode(err error) resolve.Code {
@@ -403,6 +453,9 @@ func (w *Worker) deadLetter(ctx context.Context, m jetstream.Msg) {
 	fetched := err == nil
 	if fetched {
 		inc, _ = events.DecodeTask(raw.Header, raw.Data, events.DecodeOptions{MaxDataBytes: w.cfg.MaxDataBytes})
+		// The outcome joins the task's trace, beside its failed deliveries.
+		ceParent, ceState := extensionContext(inc.Event.Extensions())
+		ctx = telemetry.ExtractTask(ctx, w.opt.Propagator, raw.Header, ceParent, ceState)
 	} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
 		w.log.WarnContext(ctx, "dead-letter fetch failed; retrying", "stream_seq", adv.StreamSeq, "error", err)
 		_ = m.NakWithDelay(time.Second)
@@ -424,7 +477,7 @@ func (w *Worker) deadLetter(ctx context.Context, m jetstream.Msg) {
 		Message: msg,
 	}}
 	if _, err := w.publish(ctx, id, inc, &out); err != nil {
-		w.log.WarnContext(ctx, "dead-letter publish failed; retrying", "stream_seq", adv.StreamSeq, "error", err)
+		w.log.WarnContext(ctx, "dead-letter publish failed; retrying", "task_id", inc.Task.TaskID, "stream_seq", adv.StreamSeq, "error", err)
 		_ = m.NakWithDelay(time.Second)
 		return
 	}
