@@ -10,7 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rolecall/rolecall/events"
@@ -57,11 +59,18 @@ func (c *submitCmd) Run(ctx context.Context, g *globals) error {
 		defer cancel()
 		_ = tel.Shutdown(sctx)
 	}()
-	ctx, span := tel.TracerProvider.Tracer("github.com/rolecall/rolecall/cmd/worker").Start(ctx, "rolecall.submit",
+	otel.SetErrorHandler(telemetry.ErrorHandler(log))
+	// The producer span is the send: it ends at the PubAck (the deferred End
+	// only covers early returns), so --wait does not stretch it. Its context
+	// is the task's traceparent, which makes it the parent of the worker's
+	// rolecall.process. With tracing off it is a no-op and the task carries
+	// no trace context.
+	ctx, span := tel.Tracer().Start(ctx, "rolecall.submit",
 		trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(attribute.String(telemetry.AttrMessagingSystem, "nats"),
+		trace.WithAttributes(telemetry.MessagingSystemNATS,
 			attribute.String(telemetry.AttrMessagingDestination, subject),
-			attribute.String(telemetry.AttrEventID, id)))
+			attribute.String(telemetry.AttrEventID, id),
+			attribute.String(telemetry.AttrEventType, events.TypeTaskAssigned)))
 	defer span.End()
 	carrier := nats.Header{}
 	tp, ts := telemetry.Inject(ctx, tel.Propagator, carrier)
@@ -101,8 +110,11 @@ func (c *submitCmd) Run(ctx context.Context, g *globals) error {
 	}
 	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: header, Data: body}, jetstream.WithMsgID(c.Source+"/"+id))
 	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "publish task")
 		return fmt.Errorf("publish task: %w", err)
 	}
+	span.End()
 	log.Debug("task published", "stream", ack.Stream, "seq", ack.Sequence, "duplicate", ack.Duplicate)
 	if !c.Wait {
 		fmt.Fprintf(g.stdout, "published %s/%s to %s (stream %s, seq %d)\n", c.Source, id, subject, ack.Stream, ack.Sequence)
