@@ -268,7 +268,7 @@ func byTrace(spans []sdktrace.ReadOnlySpan) map[trace.TraceID][]sdktrace.ReadOnl
 func attrs(s sdktrace.ReadOnlySpan) map[string]string {
 	m := map[string]string{}
 	for _, kv := range s.Attributes() {
-		m[string(kv.Key)] = kv.Value.Emit()
+		m[string(kv.Key)] = kv.Value.String()
 	}
 	return m
 }
