@@ -482,7 +482,7 @@ func (w *Worker) deadLetter(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	if err := m.Ack(); err != nil {
-		w.log.WarnContext(ctx, "dead-letter ack failed", "error", err)
+		w.log.WarnContext(ctx, "dead-letter ack failed", "task_id", inc.Task.TaskID, "error", err)
 	}
 	if in := w.opt.Instruments; in != nil {
 		in.TaskDone(ctx, telemetry.OutcomeFailed, string(resolve.CodeDeliveryExhausted))
