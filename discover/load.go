@@ -113,7 +113,10 @@ func load(rootPath string) *loader {
 	l.started = time.Now().UnixNano()
 	r, err := os.OpenRoot(rootPath)
 	if err != nil {
-		l.fail(&Error{Code: resolve.CodeConfigInvalid, Message: fmt.Sprintf("cannot open the config root %q: %v", rootPath, unwrapPath(err))})
+		// The root's own path stays out of the message: it ends up in
+		// failure JSON and readiness output, which name only root-relative
+		// paths (callers that print the root add it themselves).
+		l.fail(&Error{Code: resolve.CodeConfigInvalid, Message: fmt.Sprintf("cannot open the config root: %v", unwrapPath(err))})
 		l.useBuiltins(true, true)
 		l.fp, _ = fingerprint([]stamp{{kind: 'e', err: err.Error()}})
 		return l
