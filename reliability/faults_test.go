@@ -1,0 +1,447 @@
+package reliability_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rolecall/rolecall/discover"
+	"github.com/rolecall/rolecall/events"
+	"github.com/rolecall/rolecall/pipeline"
+	"github.com/rolecall/rolecall/resolve"
+)
+
+func writeFile(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// updateSpecs changes the outcome stream's limits as an operator would.
+func (c *client) updateSpecs(change func(*jetstream.StreamConfig)) {
+	c.t.Helper()
+	ctx, cancel := ctxT(5 * time.Second)
+	defer cancel()
+	s, err := c.js.Stream(ctx, defaults.SpecsStream)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	change(&cfg)
+	if _, err := c.js.UpdateStream(ctx, cfg); err != nil {
+		c.t.Fatalf("update %s: %v", cfg.Name, err)
+	}
+}
+
+// TestOutcomeStreamRefusesPublishes: ROLECALL_SPECS is set to max_msgs 1
+// with discard new, so every outcome publish is refused. Each task is
+// nak'ed and retried with backoff; nothing is acknowledged while no
+// outcome can be stored. When the limit is raised, every task ends with
+// exactly one outcome and none went to the dead-letter path.
+func TestOutcomeStreamRefusesPublishes(t *testing.T) {
+	const tasks = 300
+	srv := startNATS(t, "")
+	root := openDir(t)
+	writeFile(t, filepath.Join(root, "rolecall.yaml"), "nats:\n  backoff: [100ms]\n")
+	c := connect(t, srv.url())
+	w := startWorker(t, srv.url(), root, workerOpts{args: []string{"--ack-wait", "2s", "--max-deliver", "50", "--log-level", "warn"}})
+	acks := c.watchAcks(defaults.TasksStream, defaults.Consumer)
+
+	warm := []string{"warm-0"}
+	c.publishTask(warm[0], `{"task_id":"T-warm","role":"architect"}`, false)
+	c.waitSpecs(1, 10*time.Second)
+	c.updateSpecs(func(sc *jetstream.StreamConfig) { sc.MaxMsgs, sc.Discard = 1, jetstream.DiscardNew })
+
+	ids := c.submitMany("r", tasks, loadTask)
+	// Wait until every task was refused and retried at least twice.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		l := acks.stats()
+		acks.mu.Lock()
+		retried := 0
+		for _, n := range acks.naks {
+			if n >= 2 {
+				retried++
+			}
+		}
+		acks.mu.Unlock()
+		if retried == tasks {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30s only %d of %d tasks were nak'ed twice (stats %+v)", retried, tasks, l)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	during := acks.stats()
+	if n := c.specsCount(); n != 1 {
+		t.Fatalf("ROLECALL_SPECS holds %d outcomes while refusing, want 1", n)
+	}
+	if during.acked != 1 {
+		t.Fatalf("%d tasks acknowledged while no outcome could be stored, want only the warm-up task", during.acked-1)
+	}
+	if !strings.Contains(w.stderr.String(), "maximum messages exceeded") {
+		t.Errorf("the worker did not log the refusal; stderr:\n%s", tail(w.stderr.String(), 2000))
+	}
+
+	c.updateSpecs(func(sc *jetstream.StreamConfig) { sc.MaxMsgs = -1 })
+	c.waitSpecs(tasks+1, 60*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	outs := c.outcomes()
+	exactlyOnce(t, append(warm, ids...), outs)
+	checkLoadAnswers(t, outs[1:])
+	for _, o := range outs {
+		if o.ev.Type() == events.TypeSpecFailed && o.failure(t).Code == resolve.CodeDeliveryExhausted {
+			t.Errorf("task %s went to the dead-letter path", o.ext(events.ExtTaskID))
+		}
+	}
+	after := acks.stats()
+	if after.acked != tasks+1 {
+		t.Errorf("%d tasks acknowledged, want %d", after.acked, tasks+1)
+	}
+	t.Logf("figures: tasks=%d refused_publishes(naks)=%d tasks_nakd=%d max_delivery=%d outcomes=%d acked=%d worker_VmHWM=%dKiB",
+		tasks, during.nakMsgs, during.naked, after.maxDelivered, len(outs)-1, after.acked-1, w.statusKB("VmHWM"))
+}
+
+// TestSlowStageKeepsTasksAlive: the publish stage of two in-process
+// runners (pipeline.New against the separately started server) sleeps
+// 1.6 s, longer than ack_wait (1 s), and MaxAckPending (6) is below the
+// runners' combined concurrency (8). InProgress keeps each long task
+// alive: no task is redelivered, and nothing is processed twice.
+func TestSlowStageKeepsTasksAlive(t *testing.T) {
+	const tasks = 18
+	const slow = 1600 * time.Millisecond
+	srv := startNATS(t, "")
+	c := connect(t, srv.url())
+	cfg := pipeline.DefaultConfig()
+	cfg.AckWait = time.Second
+	cfg.MaxDeliver = 3
+	cfg.Backoff = []time.Duration{50 * time.Millisecond}
+	cfg.DuplicateWindow = time.Minute
+	cfg.Concurrency = 4
+	cfg.MaxAckPending = 6
+	src, err := discover.NewSource(t.TempDir(), discover.Options{ReloadInterval: time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	seen := map[string][]*pipeline.Outcome{} // task id → what each delivery produced
+	var running, peak atomic.Int32
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i := range 2 {
+		nc, err := nats.Connect(srv.url())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := pipeline.New(js, src, cfg, pipeline.Options{
+			Logger: slog.New(slog.DiscardHandler),
+			Hooks: pipeline.Hooks{BeforePublish: func(_ context.Context, o *pipeline.Outcome) error {
+				mu.Lock()
+				id := o.Resolved.TaskID
+				seen[id] = append(seen[id], o)
+				mu.Unlock()
+				n := running.Add(1)
+				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+				}
+				time.Sleep(slow)
+				running.Add(-1)
+				return nil
+			}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.Run(ctx); err != nil {
+				t.Errorf("runner %d: %v", i, err)
+			}
+		}()
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	c.waitStream(defaults.TasksStream)
+	acks := c.watchAcks(defaults.TasksStream, defaults.Consumer)
+
+	ids := c.submitMany("slow", tasks, func(i int) string { return fmt.Sprintf(`{"task_id":"T-%05d","role":"architect"}`, i) })
+	maxPending := 0
+	deadline := time.Now().Add(60 * time.Second)
+	for c.specsCount() < tasks {
+		ctx, cc := ctxT(2 * time.Second)
+		cons, err := c.js.Consumer(ctx, defaults.TasksStream, defaults.Consumer)
+		if err == nil {
+			if info, err := cons.Info(ctx); err == nil {
+				maxPending = max(maxPending, info.NumAckPending)
+			}
+		}
+		cc()
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d outcomes after 60s", c.specsCount(), tasks)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(cfg.AckWait + 200*time.Millisecond) // a late redelivery would show now
+	cancel()
+	wg.Wait()
+
+	outs := c.outcomes()
+	exactlyOnce(t, ids, outs)
+	if maxPending != cfg.MaxAckPending {
+		t.Errorf("peak NumAckPending %d, want MaxAckPending %d to be reached", maxPending, cfg.MaxAckPending)
+	}
+	if d := c.consumerDeliveries(); d != tasks {
+		t.Errorf("%d deliveries for %d tasks: long tasks were redelivered despite InProgress", d, tasks)
+	}
+	st := acks.stats()
+	if st.wpi == 0 {
+		t.Error("no +WPI (InProgress) reply was sent")
+	}
+	if st.maxDelivered != 1 || st.redeliveredAcked != 0 {
+		t.Errorf("a task was answered on delivery %d (%d redelivered tasks acked)", st.maxDelivered, st.redeliveredAcked)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for id, os := range seen {
+		for _, o := range os[1:] {
+			// A second delivery (there should be none) must not produce a
+			// different answer.
+			if diff := cmp.Diff(os[0].Resolved, o.Resolved); diff != "" {
+				t.Errorf("task %s: two deliveries produced different outcomes:\n%s", id, diff)
+			}
+		}
+		if len(os) != 1 {
+			t.Errorf("task %s processed %d times", id, len(os))
+		}
+	}
+	t.Logf("figures: tasks=%d slow_stage=%s ack_wait=%s max_ack_pending=%d peak_ack_pending=%d peak_concurrent_slow=%d in_progress_replies=%d deliveries=%d",
+		tasks, slow, cfg.AckWait, cfg.MaxAckPending, maxPending, peak.Load(), st.wpi, c.consumerDeliveries())
+}
+
+// asNobody runs the worker as an unprivileged uid when the suite runs as
+// root, so that a file's mode bits deny it as they would in production.
+func asNobody() *syscall.Credential {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	return &syscall.Credential{Uid: 65534, Gid: 65534}
+}
+
+// TestConfigRootFaults breaks the live config root of a running worker in
+// every way discovery must survive. Each time the last good snapshot keeps
+// serving (every task resolves with the last good pack's model), /readyz
+// answers 503 with the typed error in snapshot_error, and a repaired root
+// is picked up without a restart.
+func TestConfigRootFaults(t *testing.T) {
+	srv := startNATS(t, "")
+	root := openDir(t)
+	outside := openDir(t)
+	writeFile(t, filepath.Join(outside, "stolen.yaml"), "roles:\n  architect:\n    model: stolen-model\n")
+	pack := filepath.Join(root, "packs", "team.yaml")
+	good := 0
+	writeGood := func() string {
+		good++
+		model := fmt.Sprintf("good-model-%d", good)
+		_ = os.RemoveAll(pack)
+		writeFile(t, pack, "roles:\n  architect:\n    model: "+model+"\n")
+		return model
+	}
+	model := writeGood()
+	cred := asNobody()
+	w := startWorker(t, srv.url(), root, workerOpts{cred: cred, args: []string{"--reload-interval", "50ms", "--log-level", "warn"}})
+	c := connect(t, srv.url())
+
+	cases := []struct {
+		name  string
+		break_ func(t *testing.T)
+		code  resolve.Code
+		msg   string
+	}{
+		{"unreadable file", func(t *testing.T) {
+			if err := os.Chmod(pack, 0); err != nil {
+				t.Fatal(err)
+			}
+		}, resolve.CodePackInvalid, "permission denied"},
+		{"unreadable packs dir", func(t *testing.T) {
+			if err := os.Chmod(filepath.Dir(pack), 0); err != nil {
+				t.Fatal(err)
+			}
+		}, resolve.CodePackInvalid, "permission denied"},
+		{"unreadable config root", func(t *testing.T) {
+			if err := os.Chmod(root, 0); err != nil {
+				t.Fatal(err)
+			}
+		}, resolve.CodeConfigInvalid, "permission denied"},
+		{"FIFO", func(t *testing.T) {
+			mustRemove(t, pack)
+			if err := syscall.Mkfifo(pack, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, resolve.CodePackInvalid, "not a regular file"},
+		{"directory", func(t *testing.T) {
+			mustRemove(t, pack)
+			if err := os.Mkdir(pack, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, resolve.CodePackInvalid, "not a regular file"},
+		{"broken YAML", func(t *testing.T) {
+			writeFile(t, pack, "roles:\n  architect:\n    model: [unclosed\n")
+		}, resolve.CodePackInvalid, ""},
+		{"YAML bomb", func(t *testing.T) {
+			writeFile(t, pack, hostileFile(t, "billion-laughs.yaml"))
+		}, resolve.CodePackInvalid, "alias"},
+		{"100 MB file", func(t *testing.T) {
+			mustRemove(t, pack)
+			sparse(t, pack, 100<<20)
+		}, resolve.CodePackInvalid, "larger than"},
+		{"symlink out of the root", func(t *testing.T) {
+			mustRemove(t, pack)
+			if err := os.Symlink(filepath.Join(outside, "stolen.yaml"), pack); err != nil {
+				t.Fatal(err)
+			}
+		}, resolve.CodePathEscape, ""},
+		{"config root removed", func(t *testing.T) {
+			if err := os.Rename(root, root+".away"); err != nil {
+				t.Fatal(err)
+			}
+		}, resolve.CodeConfigInvalid, "no such file"},
+	}
+	var peakKB int64
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if cred == nil && os.Geteuid() == 0 && strings.HasPrefix(tc.name, "unreadable") {
+				t.Fatal("unreadable cases need a non-root worker")
+			}
+			before := w.waitReady(10 * time.Second)
+			tc.break_(t)
+			r := w.waitReadiness(10*time.Second, "reporting "+string(tc.code), func(r readiness) bool {
+				return r.code == http.StatusServiceUnavailable && r.SnapshotError != nil && strings.Contains(*r.SnapshotError, string(tc.code))
+			})
+			if !strings.Contains(*r.SnapshotError, tc.msg) {
+				t.Errorf("snapshot_error %q does not say %q", *r.SnapshotError, tc.msg)
+			}
+			if r.Snapshot != before.Snapshot {
+				t.Errorf("snapshot changed from %s to %s on a broken root", before.Snapshot, r.Snapshot)
+			}
+			if !r.NATSConnected || !r.ConsumerBound {
+				t.Errorf("readiness %+v: the worker stopped consuming", r)
+			}
+			// The last good snapshot keeps answering, with the right model.
+			ids := c.submitMany(fmt.Sprintf("cf%d", i), 20, func(j int) string {
+				return fmt.Sprintf(`{"task_id":"T-%d-%d","role":"architect","pack":"team"}`, i, j)
+			})
+			assertModel(t, c, ids, model, root)
+
+			// Repair: put everything back, with a new model, and see it served.
+			_ = os.Rename(root+".away", root)
+			for _, p := range []string{root, filepath.Dir(pack)} {
+				if err := os.Chmod(p, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			model = writeGood()
+			r = w.waitReadiness(10*time.Second, "ready again", func(r readiness) bool {
+				return r.code == http.StatusOK && r.SnapshotError == nil && r.Snapshot != before.Snapshot
+			})
+			id := fmt.Sprintf("cf%d-fixed", i)
+			c.publishTask(id, fmt.Sprintf(`{"task_id":"T-%d-fixed","role":"architect","pack":"team"}`, i), false)
+			assertModel(t, c, []string{id}, model, root)
+			peakKB = max(peakKB, w.statusKB("VmHWM"))
+		})
+	}
+	t.Logf("figures: faults=%d worker_uid=%s worker_VmHWM=%dKiB", len(cases), uidName(cred), peakKB)
+	if peakKB > 256<<10 {
+		t.Errorf("worker peak RSS %d KiB, over the 256 MiB bound", peakKB)
+	}
+}
+
+func uidName(c *syscall.Credential) string {
+	if c == nil {
+		return fmt.Sprint(os.Geteuid())
+	}
+	return fmt.Sprint(c.Uid)
+}
+
+func mustRemove(t testing.TB, path string) {
+	t.Helper()
+	if err := os.RemoveAll(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+}
+
+// sparse creates a file of size bytes that takes no disk space.
+func sparse(t testing.TB, path string, size int64) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// assertModel waits for the outcomes of ids and checks each resolved
+// with model (the last good snapshot's); it also checks that no outcome
+// names a path outside the config root.
+func assertModel(t testing.TB, c *client, ids []string, model, root string) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	got := map[string]outcome{}
+	for len(got) < len(ids) {
+		for _, o := range c.outcomes() {
+			if cause := o.ext(events.ExtCausationID); want[cause] {
+				if _, dup := got[cause]; dup {
+					t.Fatalf("task %s has two outcomes", cause)
+				}
+				got[cause] = o
+			}
+		}
+		if len(got) < len(ids) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d outcomes after 20s", len(got), len(ids))
+			}
+			got = map[string]outcome{}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for id, o := range got {
+		if o.ev.Type() != events.TypeSpecResolved {
+			t.Errorf("task %s: %s %s", id, o.ev.Type(), o.ev.Data())
+			continue
+		}
+		if r := o.resolved(t); r.Model != model {
+			t.Errorf("task %s resolved with model %q, want %q (the last good snapshot's)", id, r.Model, model)
+		}
+		assertNoHostPath(t, o.body, root)
+	}
+}

@@ -1,0 +1,154 @@
+package reliability_test
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+// workerLoadArgs keep redelivery quick: a killed worker's unacknowledged
+// tasks come back after ack_wait (2 s), well inside the 10-minute
+// duplicate window the worker requires.
+var workerLoadArgs = []string{"--ack-wait", "2s", "--concurrency", "4", "--log-level", "warn"}
+
+// TestKill9WorkerUnderLoad: 5,000 tasks arrive over ~3 s while two worker
+// processes share the consumer; ten times, at a random moment, one of them
+// is killed with SIGKILL and started again (the other one is always up).
+// Every task ends with exactly one outcome, and each is the right answer.
+func TestKill9WorkerUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("5,000 tasks and 10 kills; pipeline.TestStoppedWorkerAndSecondWorker is the in-process counterpart")
+	}
+	const tasks, kills = 5000, 10
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+
+	srv := startNATS(t, "")
+	root := openDir(t)
+	c := connect(t, srv.url())
+	workers := []*worker{
+		startWorker(t, srv.url(), root, workerOpts{name: "worker-a", args: workerLoadArgs}),
+		startWorker(t, srv.url(), root, workerOpts{name: "worker-b", args: workerLoadArgs}),
+	}
+	acks := c.watchAcks(defaults.TasksStream, defaults.Consumer)
+	pubs := c.watchPublishes()
+
+	start := time.Now()
+	ids, submitted := c.submitPaced("k", tasks, 3*time.Second)
+	var maxHWM int64
+	for i := range kills {
+		// One kill per 300 ms slot, at a random point in the slot; the
+		// victims alternate, and the survivor must be up before a kill.
+		at := time.Duration(i)*300*time.Millisecond + time.Duration(rng.Int64N(int64(200*time.Millisecond)))
+		time.Sleep(time.Until(start.Add(at)))
+		victim, other := i%2, 1-i%2
+		workers[other].waitReady(10 * time.Second)
+		done := c.specsCount()
+		if done >= tasks {
+			t.Fatalf("kill %d came after all tasks were answered; the test no longer kills under load", i+1)
+		}
+		maxHWM = max(maxHWM, workers[victim].statusKB("VmHWM"))
+		workers[victim].kill()
+		t.Logf("kill -9 #%d of %s at %s with %d/%d outcomes", i+1, workers[victim].name, time.Since(start).Round(time.Millisecond), done, tasks)
+		workers[victim] = startWorker(t, srv.url(), root, workerOpts{name: workers[victim].name, args: workerLoadArgs, noWait: true})
+	}
+	<-submitted
+	c.waitSpecs(tasks, 90*time.Second)
+	elapsed := time.Since(start)
+	// Let late redeliveries of already-answered tasks run, so their
+	// (dropped) second publishes are counted and cannot hide a second outcome.
+	time.Sleep(2500 * time.Millisecond)
+	for _, w := range workers {
+		maxHWM = max(maxHWM, w.statusKB("VmHWM"))
+	}
+
+	outs := c.outcomes()
+	exactlyOnce(t, ids, outs)
+	checkLoadAnswers(t, outs)
+	st := acks.stats()
+	if len(st.bad) > 0 {
+		t.Errorf("unparsed ack replies: %q", st.bad)
+	}
+	if st.acked != tasks {
+		t.Errorf("%d tasks acknowledged, want %d", st.acked, tasks)
+	}
+	published, _ := pubs.counts()
+	deliveries := int(c.consumerDeliveries())
+	f := figures{tasks: tasks, outcomes: len(outs), publishes: published, duplicates: published - len(outs),
+		deliveries: deliveries, redeliveries: deliveries - tasks, naks: st.nakMsgs, maxHWMKB: maxHWM, elapsed: elapsed}
+	t.Logf("figures: %s kills=%d", f, kills)
+	if f.redeliveries == 0 {
+		t.Errorf("no task was redelivered: the kills did not hit work in flight")
+	}
+	const boundKB = 256 << 10
+	if maxHWM > boundKB {
+		t.Errorf("a worker's peak RSS was %d KiB, over the %d KiB bound", maxHWM, boundKB)
+	}
+}
+
+// TestKill9NATSServerUnderLoad: the separately run nats-server is killed
+// with SIGKILL twice while two workers process 5,000 tasks, and started
+// again on the same store. The workers reconnect by themselves (nobody
+// restarts them) and every task ends with exactly one outcome.
+func TestKill9NATSServerUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("5,000 tasks and two server kills; pipeline.TestTwoWorkersManyTasks is the in-process counterpart")
+	}
+	const tasks = 5000
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0xdead))
+
+	srv := startNATS(t, "")
+	root := openDir(t)
+	c := connect(t, srv.url())
+	args := []string{"--ack-wait", "2s", "--concurrency", "2", "--log-level", "warn"}
+	a := startWorker(t, srv.url(), root, workerOpts{name: "worker-a", args: args})
+	b := startWorker(t, srv.url(), root, workerOpts{name: "worker-b", args: args})
+	pubs := c.watchPublishes()
+	ids := c.submitMany("s", tasks, loadTask)
+	start := time.Now()
+
+	for i, at := range []int{500 + rng.IntN(1000), 2000 + rng.IntN(1500)} {
+		for c.specsCount() < at {
+			time.Sleep(5 * time.Millisecond)
+		}
+		done := c.specsCount()
+		if done >= tasks {
+			t.Fatalf("server kill %d came after all tasks were answered", i+1)
+		}
+		srv.kill9()
+		down := time.Duration(300+rng.IntN(700)) * time.Millisecond
+		t.Logf("kill -9 #%d of nats-server at %s with %d/%d outcomes; down for %s", i+1, time.Since(start).Round(time.Millisecond), done, tasks, down)
+		time.Sleep(down)
+		srv.restart()
+		restarted := time.Now()
+		for c.specsCount() <= done {
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Logf("restarted; first new outcome %s later", time.Since(restarted).Round(time.Millisecond))
+	}
+	c.waitSpecs(tasks, 90*time.Second)
+	elapsed := time.Since(start)
+	time.Sleep(2500 * time.Millisecond)
+
+	for _, w := range []*worker{a, b} {
+		if w.exited() {
+			t.Fatalf("%s exited (%v); it should have reconnected", w.name, w.state)
+		}
+		w.waitReady(10 * time.Second)
+	}
+	outs := c.outcomes()
+	exactlyOnce(t, ids, outs)
+	checkLoadAnswers(t, outs)
+	deliveries := int(c.consumerDeliveries())
+	published, _ := pubs.counts()
+	f := figures{tasks: tasks, outcomes: len(outs), publishes: published, duplicates: published - len(outs), deliveries: deliveries, redeliveries: deliveries - tasks,
+		maxHWMKB: max(a.statusKB("VmHWM"), b.statusKB("VmHWM")), elapsed: elapsed}
+	t.Logf("figures: %s server_kills=2 reconnects_logged=%d", f, strings.Count(a.stderr.String()+b.stderr.String(), "nats reconnected"))
+	if n := strings.Count(a.stderr.String(), "nats reconnected"); n < 2 {
+		t.Errorf("worker-a logged %d reconnects, want 2", n)
+	}
+}
