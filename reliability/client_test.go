@@ -371,8 +371,8 @@ func (l *ackLog) record(m *nats.Msg) {
 
 type ackStats struct {
 	acked, ackMsgs, naked, nakMsgs, wpi, term, redeliveredAcked int
-	maxDelivered                                              uint64
-	bad                                                       []string
+	maxDelivered                                                uint64
+	bad                                                         []string
 }
 
 func (l *ackLog) stats() ackStats {

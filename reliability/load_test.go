@@ -117,10 +117,10 @@ func (c *client) submitPaced(prefix string, n int, d time.Duration) ([]string, <
 // figures are the numbers a load test reports for docs/RELIABILITY.md.
 type figures struct {
 	tasks, outcomes, publishes, duplicates int
-	deliveries, redeliveries              int
-	naks                                  int
-	maxHWMKB                              int64
-	elapsed                               time.Duration
+	deliveries, redeliveries               int
+	naks                                   int
+	maxHWMKB                               int64
+	elapsed                                time.Duration
 }
 
 func (f figures) String() string {

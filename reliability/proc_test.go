@@ -259,7 +259,7 @@ func (s *natsServer) start() {
 
 // kill9 kills the server with SIGKILL; restart starts it again on the
 // same store and port.
-func (s *natsServer) kill9()  { s.proc.kill() }
+func (s *natsServer) kill9()   { s.proc.kill() }
 func (s *natsServer) restart() { s.start() }
 
 // worker is the real worker binary, running `worker run`.

@@ -23,6 +23,10 @@ type natsFlags struct {
 	TLSCert  string `name:"tls-cert" help:"Client certificate file." env:"ROLECALL_NATS_TLS_CERT" type:"path"`
 	TLSKey   string `name:"tls-key" help:"Client key file." env:"ROLECALL_NATS_TLS_KEY" type:"path"`
 	Prefix   string `help:"Subject prefix (default rolecall)." env:"ROLECALL_SUBJECT_PREFIX"`
+	// Every reply (PubAcks, API responses, pulled tasks) arrives on an
+	// inbox; a prefix of its own lets the server's permissions allow the
+	// worker to subscribe to <prefix>.> instead of every client's _INBOX.>.
+	InboxPrefix string `name:"inbox-prefix" help:"Prefix of reply subjects (default _INBOX); grant subscribe on <prefix>.> only." env:"ROLECALL_NATS_INBOX_PREFIX"`
 }
 
 // withConfig fills settings the flags and variables left empty from the
@@ -88,6 +92,9 @@ func (f natsFlags) connect(name string, log *slog.Logger) (*nats.Conn, error) {
 	}
 	if f.User != "" {
 		opts = append(opts, nats.UserInfo(f.User, f.Password))
+	}
+	if f.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(f.InboxPrefix))
 	}
 	if f.TLSCA != "" {
 		opts = append(opts, nats.RootCAs(f.TLSCA))
