@@ -54,14 +54,15 @@ type globals struct {
 type cli struct {
 	globals
 
-	Run      runCmd      `cmd:"" help:"Run the worker (embedded NATS when no URL is configured)."`
-	Resolve  resolveCmd  `cmd:"" help:"Resolve a task offline and print the resolved-spec (or failure) JSON."`
-	Roster   rosterCmd   `cmd:"" help:"List the identities a planner may assign."`
-	Validate validateCmd `cmd:"" help:"Check the config root; print file:line: code: message per problem."`
-	Submit   submitCmd   `cmd:"" help:"Publish a task event."`
-	Tail     tailCmd     `cmd:"" help:"Print outcome events as they arrive."`
-	Bench    benchCmd    `cmd:"" help:"Measure the pipeline against a bare JetStream loop."`
-	Version  versionCmd  `cmd:"" help:"Print the version."`
+	Run         runCmd         `cmd:"" help:"Run the worker (embedded NATS when no URL is configured)."`
+	Resolve     resolveCmd     `cmd:"" help:"Resolve a task offline and print the resolved-spec (or failure) JSON."`
+	Roster      rosterCmd      `cmd:"" help:"List the identities a planner may assign."`
+	Validate    validateCmd    `cmd:"" help:"Check the config root; print file:line: code: message per problem."`
+	Submit      submitCmd      `cmd:"" help:"Publish a task event."`
+	Tail        tailCmd        `cmd:"" help:"Print outcome events as they arrive."`
+	Bench       benchCmd       `cmd:"" help:"Measure the pipeline against a bare JetStream loop."`
+	Version     versionCmd     `cmd:"" help:"Print the version."`
+	Healthcheck healthcheckCmd `cmd:"" help:"Probe a worker's /readyz (for container health checks); exit 0 when healthy."`
 }
 
 type versionCmd struct{}

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// healthcheckCmd probes a worker's HTTP endpoint. It exists for container
+// health checks: the worker image is FROM scratch, with no shell or curl,
+// so the binary checks itself (HEALTHCHECK CMD ["/worker", "healthcheck"]).
+type healthcheckCmd struct {
+	URL     string        `help:"URL to probe; any 2xx answer is healthy." default:"http://127.0.0.1:8080/readyz" env:"ROLECALL_HEALTHCHECK_URL"`
+	Timeout time.Duration `help:"How long the probe may take." default:"3s"`
+}
+
+func (c *healthcheckCmd) Run(ctx context.Context, g *globals) error {
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL, nil)
+	if err != nil {
+		return usageErr("--url %q: %v", c.URL, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("healthcheck: %s answered %s", c.URL, resp.Status)
+	}
+	fmt.Fprintln(g.stdout, "ok")
+	return nil
+}

@@ -1,0 +1,65 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// EnsureRetry is Ensure for a worker starting beside a cluster: while the
+// cluster cannot answer JetStream requests yet it logs and retries with
+// backoff until ctx is done. A fresh 3-node cluster takes seconds to elect
+// its JetStream meta leader, and until then every API request times out;
+// workers started together with it (docker compose up, a Kubernetes
+// rollout) would otherwise all exit. Any other error is returned at once:
+// a configuration the server refuses does not get better by waiting.
+func EnsureRetry(ctx context.Context, js jetstream.JetStream, c Config, log *slog.Logger) (jetstream.Consumer, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	delay := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		cons, err := Ensure(ctx, js, c)
+		if err == nil || !jetStreamUnavailable(ctx, err) {
+			return cons, err
+		}
+		log.WarnContext(ctx, "JetStream is not available yet; retrying", "attempt", attempt, "retry_in", delay, "error", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+// Server error codes that mean "the cluster cannot serve this yet".
+const (
+	errCodeClusterNoPeers   = 10005 // not enough peers for the replicas (yet)
+	errCodeClusterNotAvail  = 10008 // JetStream system temporarily unavailable
+	errCodeClusterNotLeader = 10009 // no meta leader to handle the request
+)
+
+// jetStreamUnavailable reports whether err is a cluster that is still
+// forming (or electing) rather than a refusal: a request that timed out
+// while ctx itself is still live, or one of the cluster-unavailable codes.
+func jetStreamUnavailable(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case errCodeClusterNoPeers, errCodeClusterNotAvail, errCodeClusterNotLeader:
+			return true
+		}
+	}
+	return false
+}
