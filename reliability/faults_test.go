@@ -59,7 +59,6 @@ func (c *client) updateSpecs(change func(*jetstream.StreamConfig)) {
 // exactly one outcome, and none went to the dead-letter path.
 func TestOutcomeStreamRefusesPublishes(t *testing.T) {
 	const tasks, concurrency = 200, 4
-	const window = 4 * concurrency // the consumer's MaxAckPending
 	srv := startNATS(t, "")
 	root := openDir(t)
 	writeFile(t, filepath.Join(root, "rolecall.yaml"), "nats:\n  backoff: [100ms]\n")
@@ -72,6 +71,15 @@ func TestOutcomeStreamRefusesPublishes(t *testing.T) {
 	c.publishTask(warm[0], `{"task_id":"T-warm","role":"architect"}`, false)
 	c.waitSpecs(1, 10*time.Second)
 	c.updateSpecs(func(sc *jetstream.StreamConfig) { sc.MaxMsgs, sc.Discard = 1, jetstream.DiscardNew })
+
+	// The tasks out at once: MaxAckPending bounds them, not the queue.
+	ctx, cancel := ctxT(5 * time.Second)
+	cons, err := c.js.Consumer(ctx, defaults.TasksStream, defaults.Consumer)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	window := min(tasks, cons.CachedInfo().Config.MaxAckPending)
 
 	ids := c.submitMany("r", tasks, loadTask)
 	// Refuse for two seconds at least, and until every task the consumer
@@ -122,35 +130,72 @@ func TestOutcomeStreamRefusesPublishes(t *testing.T) {
 	if after.acked != tasks+1 {
 		t.Errorf("%d tasks acknowledged, want %d", after.acked, tasks+1)
 	}
-	t.Logf("figures: tasks=%d refusal=%s refused_publishes(naks)=%d tasks_nakd=%d max_delivery=%d outcomes=%d acked=%d worker_VmHWM=%dKiB",
-		tasks, refused.Round(time.Millisecond), during.nakMsgs, during.naked, after.maxDelivered, len(outs)-1, after.acked-1, w.statusKB("VmHWM"))
+	t.Logf("figures: tasks=%d tasks_out_at_once=%d refusal=%s refused_publishes(naks)=%d tasks_nakd=%d max_delivery=%d outcomes=%d acked=%d worker_VmHWM=%dKiB",
+		tasks, window, refused.Round(time.Millisecond), during.nakMsgs, during.naked, after.maxDelivered, len(outs)-1, after.acked-1, w.statusKB("VmHWM"))
 }
 
 // TestSlowStageKeepsTasksAlive: the publish stage of two in-process
-// runners (pipeline.New against the separately started server) sleeps
-// 1.6 s, longer than ack_wait (1 s), and MaxAckPending (6) is below the
-// runners' combined concurrency (8). InProgress keeps each long task
-// alive: no task is redelivered, and nothing is processed twice.
+// runners (pipeline.New, Concurrency 4 each, against the separately
+// started server) sleeps 2 s, longer than ack_wait (1.5 s), with the
+// consumer's MaxAckPending reached.
+//
+//   - MaxAckPending 4, one runner's concurrency: every task a runner holds
+//     is being processed, and InProgress keeps each alive: no task is
+//     redelivered at all.
+//   - MaxAckPending 6: one runner may hold more tasks than it processes
+//     at once; those wait in its fetch buffer without InProgress and can
+//     be redelivered to the other runner after ack_wait. Then two runners
+//     process one task at the same time, and the promise is what is left:
+//     both produce the same outcome, and only one is stored.
 func TestSlowStageKeepsTasksAlive(t *testing.T) {
-	const tasks = 18
-	const slow = 1600 * time.Millisecond
+	t.Run("max_ack_pending=concurrency", func(t *testing.T) {
+		st := runSlowStage(t, 4)
+		if st.deliveries != st.tasks {
+			t.Errorf("%d deliveries for %d tasks: tasks in progress were redelivered despite InProgress", st.deliveries, st.tasks)
+		}
+		if st.acks.maxDelivered != 1 || st.acks.redeliveredAcked != 0 {
+			t.Errorf("a task was answered on delivery %d (%d redelivered tasks acked)", st.acks.maxDelivered, st.acks.redeliveredAcked)
+		}
+		for id, n := range st.processed {
+			if n != 1 {
+				t.Errorf("task %s processed %d times", id, n)
+			}
+		}
+	})
+	t.Run("max_ack_pending>concurrency", func(t *testing.T) {
+		st := runSlowStage(t, 6)
+		t.Logf("tasks processed by two runners at once: %d (redeliveries %d); each pair produced one outcome", st.concurrentDup, st.deliveries-st.tasks)
+	})
+}
+
+type slowStats struct {
+	tasks, deliveries, concurrentDup int
+	processed                        map[string]int
+	acks                             ackStats
+}
+
+func runSlowStage(t *testing.T, maxAckPending int) slowStats {
+	const tasks = 8
+	const slow = 2 * time.Second
 	srv := startNATS(t, "")
 	c := connect(t, srv.url())
 	cfg := pipeline.DefaultConfig()
-	cfg.AckWait = time.Second
+	cfg.AckWait = 1500 * time.Millisecond
 	cfg.MaxDeliver = 3
 	cfg.Backoff = []time.Duration{50 * time.Millisecond}
 	cfg.DuplicateWindow = time.Minute
 	cfg.Concurrency = 4
-	cfg.MaxAckPending = 6
+	cfg.MaxAckPending = maxAckPending
 	src, err := discover.NewSource(t.TempDir(), discover.Options{ReloadInterval: time.Second}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	var mu sync.Mutex
-	seen := map[string][]*pipeline.Outcome{} // task id → what each delivery produced
-	var running, peak atomic.Int32
+	seen := map[string][]*events.ResolvedData{} // task id → what each processing produced
+	running := map[string]int{}                 // task id → processings under way now
+	concurrentDup := 0
+	var inStage, peak atomic.Int32
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i := range 2 {
@@ -166,15 +211,22 @@ func TestSlowStageKeepsTasksAlive(t *testing.T) {
 		w, err := pipeline.New(js, src, cfg, pipeline.Options{
 			Logger: slog.New(slog.DiscardHandler),
 			Hooks: pipeline.Hooks{BeforePublish: func(_ context.Context, o *pipeline.Outcome) error {
-				mu.Lock()
 				id := o.Resolved.TaskID
-				seen[id] = append(seen[id], o)
+				mu.Lock()
+				seen[id] = append(seen[id], o.Resolved)
+				running[id]++
+				if running[id] > 1 {
+					concurrentDup++
+				}
 				mu.Unlock()
-				n := running.Add(1)
+				n := inStage.Add(1)
 				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 				}
 				time.Sleep(slow)
-				running.Add(-1)
+				inStage.Add(-1)
+				mu.Lock()
+				running[id]--
+				mu.Unlock()
 				return nil
 			}},
 		})
@@ -210,41 +262,37 @@ func TestSlowStageKeepsTasksAlive(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	time.Sleep(cfg.AckWait + 200*time.Millisecond) // a late redelivery would show now
+	// Let every processing (a late duplicate included) finish.
+	for inStage.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
 	cancel()
 	wg.Wait()
 
 	outs := c.outcomes()
 	exactlyOnce(t, ids, outs)
-	if maxPending != cfg.MaxAckPending {
-		t.Errorf("peak NumAckPending %d, want MaxAckPending %d to be reached", maxPending, cfg.MaxAckPending)
+	if maxPending != maxAckPending {
+		t.Errorf("peak NumAckPending %d, want MaxAckPending %d to be reached", maxPending, maxAckPending)
 	}
-	if d := c.consumerDeliveries(); d != tasks {
-		t.Errorf("%d deliveries for %d tasks: long tasks were redelivered despite InProgress", d, tasks)
-	}
-	st := acks.stats()
-	if st.wpi == 0 {
+	st := slowStats{tasks: tasks, deliveries: int(c.consumerDeliveries()), processed: map[string]int{}, acks: acks.stats()}
+	if st.acks.wpi == 0 {
 		t.Error("no +WPI (InProgress) reply was sent")
-	}
-	if st.maxDelivered != 1 || st.redeliveredAcked != 0 {
-		t.Errorf("a task was answered on delivery %d (%d redelivered tasks acked)", st.maxDelivered, st.redeliveredAcked)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	for id, os := range seen {
-		for _, o := range os[1:] {
-			// A second delivery (there should be none) must not produce a
-			// different answer.
-			if diff := cmp.Diff(os[0].Resolved, o.Resolved); diff != "" {
-				t.Errorf("task %s: two deliveries produced different outcomes:\n%s", id, diff)
+	st.concurrentDup = concurrentDup
+	for id, rs := range seen {
+		st.processed[id] = len(rs)
+		for _, r := range rs[1:] {
+			if diff := cmp.Diff(rs[0], r); diff != "" {
+				t.Errorf("task %s: two processings produced different outcomes:\n%s", id, diff)
 			}
 		}
-		if len(os) != 1 {
-			t.Errorf("task %s processed %d times", id, len(os))
-		}
 	}
-	t.Logf("figures: tasks=%d slow_stage=%s ack_wait=%s max_ack_pending=%d peak_ack_pending=%d peak_concurrent_slow=%d in_progress_replies=%d deliveries=%d",
-		tasks, slow, cfg.AckWait, cfg.MaxAckPending, maxPending, peak.Load(), st.wpi, c.consumerDeliveries())
+	t.Logf("figures: tasks=%d slow_stage=%s ack_wait=%s concurrency=2x%d max_ack_pending=%d peak_ack_pending=%d peak_in_stage=%d in_progress_replies=%d deliveries=%d concurrent_duplicates=%d",
+		tasks, slow, cfg.AckWait, cfg.Concurrency, maxAckPending, maxPending, peak.Load(), st.acks.wpi, st.deliveries, concurrentDup)
+	return st
 }
 
 // asNobody runs the worker as an unprivileged uid when the suite runs as

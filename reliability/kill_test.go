@@ -104,7 +104,7 @@ func TestKill9NATSServerUnderLoad(t *testing.T) {
 	srv := startNATS(t, "")
 	root := openDir(t)
 	c := connect(t, srv.url())
-	args := []string{"--ack-wait", "2s", "--concurrency", "2", "--log-level", "warn"}
+	args := []string{"--ack-wait", "2s", "--concurrency", "2", "--log-level", "info"}
 	a := startWorker(t, srv.url(), root, workerOpts{name: "worker-a", args: args})
 	b := startWorker(t, srv.url(), root, workerOpts{name: "worker-b", args: args})
 	pubs := c.watchPublishes()

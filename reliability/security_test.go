@@ -151,7 +151,9 @@ func authModes(t *testing.T) []authMode {
 			admin:      []nats.Option{nats.RootCAs(p.ca), nats.ClientCert(p.clientCert, p.clientKey)},
 			secrets:    []string{p.clientKeyPEM},
 			wrong: []wrongAttempt{
-				{name: "no client certificate", args: []string{"--tls-ca", p.ca}, want: "certificate required"},
+				// TLS 1.3 reports the missing certificate after the handshake, as
+				// "certificate required" or as the connection closing: both are TLS errors.
+				{name: "no client certificate", args: []string{"--tls-ca", p.ca}, want: "tls"},
 			},
 		})
 	}
