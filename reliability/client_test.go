@@ -106,6 +106,15 @@ func (c *client) submitMany(prefix string, n int, data func(i int) string) []str
 			c.t.Fatalf("publish %s: %v", ids[i], err)
 		}
 		futures = append(futures, f)
+		if i%500 == 499 {
+			// Bounded in flight, so a slow (fsync-always) server does not
+			// stall the async publisher.
+			select {
+			case <-c.js.PublishAsyncComplete():
+			case <-time.After(30 * time.Second):
+				c.t.Fatal("async publishes not acknowledged within 30s")
+			}
+		}
 	}
 	select {
 	case <-c.js.PublishAsyncComplete():
@@ -387,17 +396,6 @@ func (l *ackLog) stats() ackStats {
 		s.nakMsgs += n
 	}
 	return s
-}
-
-// ackedSeqs returns the stream sequences acknowledged so far.
-func (l *ackLog) ackedSeqs() []uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make([]uint64, 0, len(l.acks))
-	for s := range l.acks {
-		out = append(out, s)
-	}
-	return out
 }
 
 // publishLog counts every outcome publish the workers make, duplicates

@@ -230,10 +230,16 @@ type natsServer struct {
 // appended to its configuration file (auth, TLS, accounts).
 func startNATS(t testing.TB, extra string) *natsServer {
 	t.Helper()
+	return startNATSWith(t, "", extra)
+}
+
+// startNATSWith also adds jsExtra inside the jetstream block.
+func startNATSWith(t testing.TB, jsExtra, extra string) *natsServer {
+	t.Helper()
 	s := &natsServer{t: t, dir: openDir(t), port: freePort(t), scheme: "nats"}
 	s.conf = filepath.Join(s.dir, "nats.conf")
-	body := fmt.Sprintf("server_name: rc-test-%d\nlisten: \"127.0.0.1:%d\"\njetstream {\n  store_dir: %q\n}\n%s\n",
-		s.port, s.port, filepath.Join(s.dir, "store"), extra)
+	body := fmt.Sprintf("server_name: rc-test-%d\nlisten: \"127.0.0.1:%d\"\njetstream {\n  store_dir: %q\n  %s\n}\n%s\n",
+		s.port, s.port, filepath.Join(s.dir, "store"), jsExtra, extra)
 	if err := os.WriteFile(s.conf, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
