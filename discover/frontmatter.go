@@ -39,7 +39,7 @@ func splitFrontmatter(path string, code resolve.Code, data []byte) (*frontmatter
 			}
 			return &frontmatter{
 				yaml:     fm,
-				body:     strings.ReplaceAll(body, "\r\n", "\n"),
+				body:     lfLines(body),
 				bodyLine: line + 1,
 			}, nil
 		}
@@ -60,4 +60,25 @@ func cutLine(b []byte) (line, rest []byte, nl bool) {
 
 func isFence(line []byte) bool {
 	return string(bytes.TrimRight(line, " \t\r")) == "---"
+}
+
+// lfLines turns CRLF line ends into LF. A run of CRs before a newline is
+// one line end ("a\r\r\n" → "a\n"): replacing "\r\n" once would leave
+// the "\r\n" of "\r\r\n" in place (found by FuzzFrontmatter).
+func lfLines(s string) string {
+	if !strings.Contains(s, "\r\n") {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for {
+		i := strings.IndexByte(s, '\n')
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(strings.TrimRight(s[:i], "\r"))
+		b.WriteByte('\n')
+		s = s[i+1:]
+	}
 }

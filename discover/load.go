@@ -192,7 +192,7 @@ func load(rootPath string) *loader {
 			if line, msg := checkText(data); msg != "" {
 				l.fail(&Error{Code: resolve.CodeConfigInvalid, File: c.path, Line: line, Message: msg})
 			}
-			l.preamble = strings.ReplaceAll(string(data), "\r\n", "\n")
+			l.preamble = lfLines(string(data))
 		}
 	}
 	l.fp, _ = fingerprint(sc.stamps)
