@@ -26,8 +26,19 @@ type Config struct {
 	DuplicateWindow time.Duration
 	TasksMaxAge     time.Duration
 	Concurrency     int
-	// MaxAckPending bounds unacknowledged tasks per consumer (flow control).
+	// MaxAckPending bounds unacknowledged tasks on the shared consumer:
+	// the whole fleet's, so it is the broker's safety limit, not one
+	// worker's (0 = 1000, JetStream's own default, or more when one
+	// worker's window below would not fit twice).
 	MaxAckPending int
+	// MaxInFlight bounds the tasks one worker holds past its fetch buffer:
+	// being processed, or published and waiting for the PubAck that lets
+	// them be acked (0 = 16 × Concurrency). Publishing is asynchronous, so
+	// this, not Concurrency, is how many broker round trips overlap.
+	MaxInFlight int
+	// FetchBatch is how many messages the pull iterator asks for at once
+	// and keeps buffered (0 = 8 × Concurrency).
+	FetchBatch int
 	// CreateStreams creates missing streams and consumers; when false the
 	// worker requires them to exist.
 	CreateStreams bool
@@ -97,11 +108,21 @@ func (c Config) withDefaults() Config {
 	if c.Concurrency <= 0 {
 		c.Concurrency = d.Concurrency
 	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 16 * c.Concurrency
+	}
+	if c.FetchBatch <= 0 {
+		c.FetchBatch = 8 * c.Concurrency
+	}
 	if c.MaxAckPending <= 0 {
-		c.MaxAckPending = 4 * c.Concurrency
+		c.MaxAckPending = max(1000, 2*(c.MaxInFlight+c.FetchBatch))
 	}
 	return c
 }
+
+// WithDefaults returns c with every zero field filled in: the
+// configuration New and Ensure actually use.
+func (c Config) WithDefaults() Config { return c.withDefaults() }
 
 // RequiredDuplicateWindow is the smallest duplicate window that still
 // catches a redelivered task's second outcome: every delivery may wait

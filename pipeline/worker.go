@@ -152,10 +152,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		dlErr = w.consume(ctx, dl, 1, func(m jetstream.Msg) { w.deadLetter(work, m) })
+		dlErr = w.consume(ctx, dl, 1, 2, func(m jetstream.Msg) { w.deadLetter(work, m) })
 	}()
 	w.setReady(true)
-	err = w.consume(ctx, cons, w.cfg.Concurrency, func(m jetstream.Msg) { w.process(work, m) })
+	err = w.consumeTasks(ctx, work, cons)
 	w.setReady(false)
 	wg.Wait()
 	return errors.Join(err, dlErr)
@@ -163,8 +163,10 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // consume feeds messages to handle with bounded concurrency until ctx is
 // done; then it drains the iterator's buffer and waits for the handlers.
-func (w *Worker) consume(ctx context.Context, c jetstream.Consumer, n int, handle func(jetstream.Msg)) error {
-	iter, err := c.Messages(jetstream.PullMaxMessages(2 * n))
+// The dead-letter path uses it: its handler publishes synchronously, which
+// is right for a stream that sees a message a day.
+func (w *Worker) consume(ctx context.Context, c jetstream.Consumer, n, batch int, handle func(jetstream.Msg)) error {
+	iter, err := c.Messages(jetstream.PullMaxMessages(batch))
 	if err != nil {
 		return fmt.Errorf("consume: %w", err)
 	}
@@ -172,14 +174,11 @@ func (w *Worker) consume(ctx context.Context, c jetstream.Consumer, n int, handl
 	defer stop()
 	p := pool.New().WithMaxGoroutines(n)
 	for {
-		msg, err := iter.Next()
+		msg, err := w.next(iter)
 		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 			break
 		}
 		if err != nil {
-			// Heartbeat and reconnect errors are reported and survived:
-			// the iterator keeps pulling after the connection is back.
-			w.log.Warn("fetch", "error", err)
 			continue
 		}
 		p.Go(func() { handle(msg) })
@@ -188,9 +187,114 @@ func (w *Worker) consume(ctx context.Context, c jetstream.Consumer, n int, handl
 	return nil
 }
 
-// process turns one task message into exactly one published outcome, or a
-// nak when a transient fault prevents that.
-func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
+// nextWait bounds one wait for a message. The iterator re-checks whether it
+// must ask the server for more only when Next is called: nats.go v1.55
+// skips that check while its previous pull request is still being sent,
+// and if every requested message arrives inside that window, no request is
+// outstanding and nothing asks again until the missing-heartbeat timer
+// fires (2 × 15 s). Returning from Next regularly makes the check happen.
+// Measured: without it, about one run in ten of `worker bench` stalled
+// 30 s; an idle worker pays one timer per interval.
+const nextWait = 50 * time.Millisecond
+
+// next returns the iterator's next message; nil error means a message.
+// Timeouts are the regular wake-ups of nextWait; heartbeat and reconnect
+// errors are reported and survived (the iterator pulls again once the
+// connection is back).
+func (w *Worker) next(iter jetstream.MessagesContext) (jetstream.Msg, error) {
+	msg, err := iter.Next(jetstream.NextMaxWait(nextWait))
+	if err != nil && !errors.Is(err, jetstream.ErrMsgIteratorClosed) && !errors.Is(err, nats.ErrTimeout) {
+		w.log.Warn("fetch", "error", err)
+	}
+	return msg, err
+}
+
+// consumeTasks is the task loop. Concurrency goroutines take messages from
+// one pull iterator and run each through decode → resolve → encode, then
+// publish the outcome asynchronously and hand the PubAck future to one
+// completion goroutine, which waits for the futures in order and acks
+// each task when — and only when — its outcome is stored. Publishing does
+// not hold a processing goroutine for a broker round trip, so a few
+// goroutines keep the CPU busy while up to MaxInFlight tasks overlap
+// their round trips.
+func (w *Worker) consumeTasks(ctx, work context.Context, c jetstream.Consumer) error {
+	iter, err := c.Messages(jetstream.PullMaxMessages(w.cfg.FetchBatch))
+	if err != nil {
+		return fmt.Errorf("consume: %w", err)
+	}
+	stop := context.AfterFunc(ctx, iter.Drain)
+	defer stop()
+
+	// A slot is taken before a message is handed on and given back when
+	// its task is finished (release), so the worker never holds more than
+	// MaxInFlight tasks beyond the iterator's buffer; when it is full the
+	// iterator stops asking the server for more.
+	slots := make(chan struct{}, w.cfg.MaxInFlight)
+	msgs := make(chan jetstream.Msg) // the iterator's buffer is the queue
+	pending := make(chan *delivery, w.cfg.MaxInFlight)
+	var procs sync.WaitGroup
+	for range w.cfg.Concurrency {
+		procs.Add(1)
+		go func() {
+			defer procs.Done()
+			for m := range msgs {
+				if d := w.process(work, m, slots); d != nil {
+					pending <- d
+				}
+			}
+		}()
+	}
+	// The allocator may be slow (it talks to a provider); it runs beside
+	// the completion goroutine, never inside it.
+	allocs := pool.New().WithMaxGoroutines(w.cfg.Concurrency)
+	completed := make(chan struct{})
+	go func() {
+		defer close(completed)
+		timer := time.NewTimer(time.Hour)
+		defer timer.Stop()
+		for d := range pending {
+			w.await(d, timer, allocs)
+		}
+	}()
+
+	for {
+		msg, err := w.next(iter)
+		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			break
+		}
+		if err != nil {
+			continue
+		}
+		slots <- struct{}{}
+		msgs <- msg
+	}
+	close(msgs)
+	procs.Wait()
+	close(pending)
+	<-completed
+	allocs.Wait()
+	return nil
+}
+
+// delivery is one task whose outcome is published and not yet stored.
+type delivery struct {
+	ctx       context.Context // carries the process span
+	span      trace.Span      // rolecall.process
+	pub       trace.Span      // rolecall.publish
+	pubStart  time.Time
+	msg       jetstream.Msg
+	future    jetstream.PubAckFuture
+	out       Outcome
+	taskID    string
+	delivered uint64
+	keepAlive *time.Timer
+	slots     chan struct{}
+}
+
+// process turns one task message into a published outcome whose PubAck is
+// still to come (the returned delivery), or finishes the task itself: a nak
+// when a transient fault prevents publishing (nil is returned then).
+func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan struct{}) (d *delivery) {
 	start := time.Now()
 	md, _ := msg.Metadata()
 	var delivered uint64 = 1
@@ -199,22 +303,27 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 		delivered, seq = md.NumDelivered, md.Sequence.Stream
 	}
 	var inc events.Incoming
+	if in := w.opt.Instruments; in != nil {
+		in.Inflight.Add(ctx, 1)
+	}
+	keepAlive := w.keepAlive(msg)
+	span := trace.SpanFromContext(ctx)
+	// Everything below ends here unless a delivery carries it on to the
+	// completion goroutine.
 	defer func() {
 		if r := recover(); r != nil {
 			// A panic anywhere in a stage is a bug, but it must not crash the
 			// worker or lose the task: nak it so another attempt (or the
 			// dead-letter path) produces the outcome.
 			w.log.ErrorContext(ctx, "panic while processing task", "task_id", inc.Task.TaskID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			trace.SpanFromContext(ctx).SetStatus(codes.Error, "panic")
+			span.SetStatus(codes.Error, "panic")
 			w.nak(ctx, msg, delivered, inc.Task.TaskID)
+			d = nil
+		}
+		if d == nil {
+			w.release(ctx, span, keepAlive, slots)
 		}
 	}()
-	if in := w.opt.Instruments; in != nil {
-		in.Inflight.Add(ctx, 1)
-		defer in.Inflight.Add(ctx, -1)
-	}
-	keepAlive := w.keepAlive(msg)
-	defer keepAlive.Stop()
 
 	header := msg.Headers()
 	decodeStart := time.Now()
@@ -225,11 +334,13 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 	// started afterwards with the times they really began.
 	ceParent, ceState := extensionContext(inc.Event.Extensions())
 	parent := telemetry.ExtractTask(ctx, w.opt.Propagator, header, ceParent, ceState)
-	ctx, span := w.tracer.Start(parent, telemetry.SpanProcess, trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithTimestamp(start), trace.WithAttributes(taskAttrs(msg.Subject(), &inc)...))
-	defer span.End()
+	ctx, span = w.tracer.Start(parent, telemetry.SpanProcess, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithTimestamp(start))
+	recording := span.IsRecording()
+	if recording {
+		span.SetAttributes(taskAttrs(msg.Subject(), &inc)...)
+	}
 
-	var transient error
 	_, dspan := w.tracer.Start(ctx, telemetry.SpanDecode, trace.WithTimestamp(decodeStart))
 	w.stageEnd(ctx, dspan, resolve.StageDecode, decodeEnd.Sub(decodeStart), decodeErr, trace.WithTimestamp(decodeEnd))
 
@@ -239,86 +350,186 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 	} else {
 		snap := w.src.Snapshot()
 		out = Handle(snap, inc.Task, inc.Ref, w.observer(ctx))
-		span.SetAttributes(attribute.String(telemetry.AttrSnapshotDigest, snap.Digest))
+		if recording {
+			span.SetAttributes(attribute.String(telemetry.AttrSnapshotDigest, snap.Digest))
+		}
 	}
-	if out.Role != "" {
+	if recording && out.Role != "" {
 		span.SetAttributes(attribute.String(telemetry.AttrRole, out.Role))
 	}
-	if out.Pack != "" {
+	if recording && out.Pack != "" {
 		span.SetAttributes(attribute.String(telemetry.AttrPack, out.Pack))
 	}
 
-	id := events.OutcomeIDForSequence(w.cfg.TasksStream, seq)
+	var id string
 	if inc.Source != "" && inc.ID != "" {
 		id = events.OutcomeID(inc.Source, inc.ID)
+	} else {
+		id = events.OutcomeIDForSequence(w.cfg.TasksStream, seq)
 	}
+	d = &delivery{ctx: ctx, span: span, msg: msg, taskID: inc.Task.TaskID, delivered: delivered, keepAlive: keepAlive, slots: slots}
+	var transient error
 	if h := w.opt.Hooks.BeforePublish; h != nil {
 		transient = h(ctx, &out)
 	}
 	if transient == nil {
-		var ack *jetstream.PubAck
-		ack, transient = w.publish(ctx, id, inc, &out)
-		if h := w.opt.Hooks.AfterPublish; h != nil && ack != nil {
-			h(&out, ack)
+		var m *nats.Msg
+		m, d.pub, d.pubStart, transient = w.encode(ctx, id, inc, &out)
+		if transient == nil {
+			d.future, transient = w.js.PublishMsgAsync(m)
+			if transient != nil {
+				transient = fmt.Errorf("publish outcome: %w", transient)
+			}
+		}
+		if transient != nil && d.pub != nil {
+			w.stageDone(ctx, d.pub, "publish", d.pubStart, transient)
 		}
 	}
 	if transient != nil {
-		span.RecordError(transient)
-		span.SetStatus(codes.Error, "transient: "+transient.Error())
-		span.SetAttributes(attribute.String(telemetry.AttrOutcome, telemetry.OutcomeRetry))
-		w.log.WarnContext(ctx, "transient fault; task will be redelivered", "task_id", inc.Task.TaskID, "delivery", delivered, "error", transient)
-		w.nak(ctx, msg, delivered, inc.Task.TaskID)
-		if in := w.opt.Instruments; in != nil {
-			in.TaskDone(ctx, telemetry.OutcomeRetry, "")
+		w.retry(d, transient)
+		return nil
+	}
+	d.out = out
+	return d
+}
+
+// await waits for one delivery's PubAck and finishes the task. A PubAck
+// that does not come within ack_wait is a transient fault: the task is
+// nak'ed, and should the outcome have been stored after all, the
+// redelivery's is dropped as its duplicate.
+func (w *Worker) await(d *delivery, timer *time.Timer, allocs *pool.Pool) {
+	// The deadline counts from the publish, so that after a lost
+	// connection the queued futures time out together, not one after the
+	// other.
+	timer.Reset(time.Until(d.pubStart.Add(w.cfg.AckWait)))
+	var ack *jetstream.PubAck
+	var err error
+	select {
+	case ack = <-d.future.Ok():
+	case err = <-d.future.Err():
+		err = fmt.Errorf("publish outcome: %w", err)
+	case <-timer.C:
+		err = fmt.Errorf("publish outcome: no PubAck within %s", w.cfg.AckWait)
+	}
+	timer.Stop()
+	w.stageDone(d.ctx, d.pub, "publish", d.pubStart, err)
+	if err != nil {
+		w.retry(d, err)
+		return
+	}
+	w.finish(d, ack, allocs)
+}
+
+// finish runs after the outcome is stored: hooks, ack, telemetry, and the
+// allocator for a resolved outcome.
+func (w *Worker) finish(d *delivery, ack *jetstream.PubAck, allocs *pool.Pool) {
+	ctx, span, out := d.ctx, d.span, &d.out
+	released := false
+	defer func() {
+		if r := recover(); r != nil {
+			w.log.ErrorContext(ctx, "panic while finishing task", "task_id", d.taskID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			span.SetStatus(codes.Error, "panic")
+			w.nak(ctx, d.msg, d.delivered, d.taskID)
 		}
+		if !released {
+			w.release(ctx, span, d.keepAlive, d.slots)
+		}
+	}()
+	if h := w.opt.Hooks.AfterPublish; h != nil {
+		h(out, ack)
+	}
+	if h := w.opt.Hooks.BeforeAck; h != nil && !h(out) {
 		return
 	}
-	if h := w.opt.Hooks.BeforeAck; h != nil && !h(&out) {
-		return
-	}
-	if err := msg.Ack(); err != nil {
+	if err := d.msg.Ack(); err != nil {
 		// The outcome is published; a lost ack only means a redelivery,
 		// whose outcome JetStream drops as a duplicate.
-		w.log.WarnContext(ctx, "ack failed", "task_id", inc.Task.TaskID, "error", err)
+		w.log.WarnContext(ctx, "ack failed", "task_id", d.taskID, "error", err)
 	}
 	outcome, code := telemetry.OutcomeResolved, ""
 	if out.Failure != nil {
 		outcome, code = telemetry.OutcomeFailed, string(out.Failure.Code)
 		span.SetStatus(codes.Error, code)
-		span.SetAttributes(attribute.String(telemetry.AttrErrorCode, code))
-		w.log.InfoContext(ctx, "task failed", "task_id", inc.Task.TaskID, "code", code, "stage", out.Failure.Stage)
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String(telemetry.AttrErrorCode, code))
+		}
+		w.log.InfoContext(ctx, "task failed", "task_id", d.taskID, "code", code, "stage", out.Failure.Stage)
 	} else {
-		span.SetAttributes(attribute.String(telemetry.AttrInputsDigest, out.Resolved.InputsDigest))
-		w.log.DebugContext(ctx, "task resolved", "task_id", inc.Task.TaskID, "model", out.Resolved.Model)
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String(telemetry.AttrInputsDigest, out.Resolved.InputsDigest))
+		}
+		w.log.DebugContext(ctx, "task resolved", "task_id", d.taskID, "model", out.Resolved.Model)
 	}
-	span.SetAttributes(attribute.String(telemetry.AttrOutcome, outcome))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String(telemetry.AttrOutcome, outcome))
+	}
 	if in := w.opt.Instruments; in != nil {
 		in.TaskDone(ctx, outcome, code)
 	}
 	if out.Resolved != nil && w.opt.Allocator != nil {
-		if err := w.opt.Allocator.Allocate(ctx, out.Resolved); err != nil {
-			w.log.ErrorContext(ctx, "allocator failed after resolution was published", "task_id", inc.Task.TaskID, "error", err)
-		}
+		// The task is done (acked, counted); the span still covers the
+		// allocation, so it ends with it.
+		released = true
+		spec, taskID, keepAlive, slots := out.Resolved, d.taskID, d.keepAlive, d.slots
+		allocs.Go(func() {
+			defer w.release(ctx, span, keepAlive, slots)
+			if err := w.opt.Allocator.Allocate(ctx, spec); err != nil {
+				w.log.ErrorContext(ctx, "allocator failed after resolution was published", "task_id", taskID, "error", err)
+			}
+		})
 	}
 }
 
-// publish encodes the outcome and waits for its PubAck.
-func (w *Worker) publish(ctx context.Context, id string, inc events.Incoming, out *Outcome) (*jetstream.PubAck, error) {
+// retry ends a delivery that met a transient fault: no outcome yet, nak
+// with backoff.
+func (w *Worker) retry(d *delivery, err error) {
+	span, ctx := d.span, d.ctx
+	span.RecordError(err)
+	span.SetStatus(codes.Error, "transient: "+err.Error())
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String(telemetry.AttrOutcome, telemetry.OutcomeRetry))
+	}
+	w.log.WarnContext(ctx, "transient fault; task will be redelivered", "task_id", d.taskID, "delivery", d.delivered, "error", err)
+	w.nak(ctx, d.msg, d.delivered, d.taskID)
+	if in := w.opt.Instruments; in != nil {
+		in.TaskDone(ctx, telemetry.OutcomeRetry, "")
+	}
+	if d.future != nil {
+		// process has handed the delivery over, so its deferred release
+		// will not run: this is the end of the task.
+		w.release(ctx, span, d.keepAlive, d.slots)
+	}
+}
+
+// release ends what every delivery holds: its process span, its keep-alive
+// timer, its place in the in-flight gauge and its slot.
+func (w *Worker) release(ctx context.Context, span trace.Span, keepAlive *time.Timer, slots chan struct{}) {
+	keepAlive.Stop()
+	span.End()
+	if in := w.opt.Instruments; in != nil {
+		in.Inflight.Add(ctx, -1)
+	}
+	<-slots
+}
+
+// encode builds the outcome message and starts its publish span; the
+// caller publishes and ends the span (stageDone "publish") on the PubAck.
+// An error means nothing is to be published; the span is then already
+// ended when it is nil.
+func (w *Worker) encode(ctx context.Context, id string, inc events.Incoming, out *Outcome) (*nats.Msg, trace.Span, time.Time, error) {
 	ctx, span := w.tracer.Start(ctx, telemetry.SpanPublish, trace.WithSpanKind(trace.SpanKindProducer))
 	start := time.Now()
-	var err error
-	defer func() { w.stageDone(ctx, span, "publish", start, err) }()
 
 	meta := events.OutcomeMeta{
 		ID: id, Source: w.cfg.FleetSource, TaskID: inc.Task.TaskID, CausationID: inc.ID,
 		Time: w.opt.Now(), DataSchemaBase: w.cfg.DataSchemaBase,
 	}
-	hdr := nats.Header{}
-	meta.TraceParent, meta.TraceState = telemetry.Inject(ctx, w.opt.Propagator, hdr)
+	meta.TraceParent, meta.TraceState = w.traceContext(ctx)
 	var (
 		subject string
 		h       nats.Header
 		body    []byte
+		err     error
 	)
 	if out.Resolved != nil {
 		subject, h, body, err = events.EncodeResolved(w.cfg.Prefix, meta, out.Resolved)
@@ -333,7 +544,9 @@ func (w *Worker) publish(ctx context.Context, id string, inc events.Incoming, ou
 	if out.Failure != nil {
 		subject, h, body, err = events.EncodeFailed(w.cfg.Prefix, meta, out.Failure)
 		if err != nil {
-			return nil, fmt.Errorf("encode failure outcome: %w", err)
+			err = fmt.Errorf("encode failure outcome: %w", err)
+			w.stageDone(ctx, span, "publish", start, err)
+			return nil, nil, start, err
 		}
 	}
 	if span.IsRecording() {
@@ -344,9 +557,30 @@ func (w *Worker) publish(ctx context.Context, id string, inc events.Incoming, ou
 		span.SetAttributes(telemetry.MessagingSystemNATS, attribute.String(telemetry.AttrMessagingDestination, subject),
 			attribute.String(telemetry.AttrEventID, id), attribute.String(telemetry.AttrEventType, typ))
 	}
-	ack, err := w.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: h, Data: body}, jetstream.WithMsgID(id))
+	// The encoder sets Nats-Msg-Id = id, which JetStream deduplicates on.
+	return &nats.Msg{Subject: subject, Header: h, Data: body}, span, start, nil
+}
+
+// traceContext is the W3C context the outcome carries: the publish span's
+// (its parent's when tracing is off, as the no-op tracer passes that on).
+func (w *Worker) traceContext(ctx context.Context) (traceparent, tracestate string) {
+	return telemetry.Inject(ctx, w.opt.Propagator, nats.Header{})
+}
+
+// publish encodes the outcome and waits for its PubAck (the dead-letter
+// path, where a message a day does not need the task loop's pipelining).
+func (w *Worker) publish(ctx context.Context, id string, inc events.Incoming, out *Outcome) (*jetstream.PubAck, error) {
+	m, span, start, err := w.encode(ctx, id, inc, out)
 	if err != nil {
-		return nil, fmt.Errorf("publish outcome: %w", err)
+		return nil, err
+	}
+	ack, err := w.js.PublishMsg(trace.ContextWithSpan(ctx, span), m)
+	if err != nil {
+		err = fmt.Errorf("publish outcome: %w", err)
+	}
+	w.stageDone(ctx, span, "publish", start, err)
+	if err != nil {
+		return nil, err
 	}
 	return ack, nil
 }
