@@ -2,11 +2,147 @@ package main
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/alecthomas/kong"
+	"github.com/nats-io/nats.go"
+
+	"github.com/rolecall/rolecall/bench"
+	"github.com/rolecall/rolecall/telemetry"
 )
 
-type benchCmd struct{}
+type benchCmd struct {
+	natsFlags
+	Tasks         int           `help:"Task events per run." default:"20000"`
+	Concurrency   int           `help:"Concurrency of the worker (and of the baseline loop)." default:"4"`
+	MaxAckPending int           `help:"Consumer max_ack_pending for both loops (0: the worker's default)." default:"0"`
+	MaxInFlight   int           `help:"Tasks one loop holds past its fetch buffer (0: the worker's default)." default:"0"`
+	FetchBatch    int           `help:"Pull batch of both loops (0: the worker's default)." default:"0"`
+	Mix           string        `help:"Task mix as kind=weight: casts, overlay, replacement, failing." default:"casts=5,overlay=2,replacement=2,failing=1"`
+	Baseline      bool          `help:"Also run the bare JetStream loop on the same server and payloads, and print the ratio."`
+	Rate          float64       `help:"Offered load in tasks/s, published while the loop runs (0: preload all tasks and measure peak throughput)." default:"0"`
+	Trace         bool          `help:"Trace with an always-sampling SDK tracer provider and a discarding exporter."`
+	Binary        bool          `help:"Send tasks in binary content mode (ce-* headers) instead of structured."`
+	Repeat        int           `help:"Runs of each loop; the median run is reported." default:"1"`
+	Purge         bool          `help:"With --nats: allow deleting the bench's streams if they exist on the server."`
+	Timeout       time.Duration `help:"Time limit of each run." default:"5m"`
+	JSON          bool          `name:"json" help:"Print the report as JSON."`
+	CPUProfile    string        `name:"cpuprofile" help:"Write a CPU profile of the pipeline runs to FILE." type:"path" placeholder:"FILE"`
+}
 
-func (benchCmd) Run(context.Context, *globals) error {
-	return errors.New("bench: not implemented yet")
+func (c *benchCmd) Run(ctx context.Context, g *globals, kctx *kong.Context) error {
+	mix, err := bench.ParseMix(c.Mix)
+	if err != nil {
+		return usageErr("--mix: %v", err)
+	}
+	if c.Tasks <= 0 || c.Concurrency <= 0 || c.Repeat <= 0 || c.Rate < 0 {
+		return usageErr("--tasks, --concurrency and --repeat must be positive and --rate not negative")
+	}
+	opts := bench.Options{
+		Tasks: c.Tasks, Concurrency: c.Concurrency, Mix: mix,
+		MaxAckPending: c.MaxAckPending, MaxInFlight: c.MaxInFlight, FetchBatch: c.FetchBatch, Baseline: c.Baseline,
+		Rate: c.Rate, Trace: c.Trace, Binary: c.Binary, Repeat: c.Repeat,
+		URL: c.NATS, Purge: c.Purge, Timeout: c.Timeout, Progress: g.stderr,
+	}
+	if f, ok := g.stderr.(*os.File); ok && telemetry.IsTerminal(f) {
+		opts.ProgressTTY = true
+	}
+	// The generated config root is the default: --root (or ROLECALL_ROOT)
+	// benchmarks a deployment's own files instead.
+	if rootSet(kctx) {
+		opts.Root = g.Root
+	}
+	if c.NATS != "" {
+		nf := c.natsFlags
+		log := slog.New(slog.DiscardHandler)
+		opts.Connect = func(_, name string) (*nats.Conn, error) { return nf.connect(name, log) }
+	}
+	if c.CPUProfile != "" {
+		f, err := os.Create(c.CPUProfile)
+		if err != nil {
+			return usageErr("--cpuprofile: %v", err)
+		}
+		defer f.Close()
+		opts.CPUProfile = f
+	}
+	rep, err := bench.Run(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		enc := json.NewEncoder(g.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printReport(g.stdout, rep)
+	return nil
+}
+
+// rootSet reports whether the user chose a root: kong marks a flag with a
+// default as set, so look at the arguments and the variable themselves.
+func rootSet(kctx *kong.Context) bool {
+	if _, ok := os.LookupEnv("ROLECALL_ROOT"); ok {
+		return true
+	}
+	if kctx == nil {
+		return false
+	}
+	for _, a := range kctx.Args {
+		if a == "--" {
+			break
+		}
+		if a == "--root" || strings.HasPrefix(a, "--root=") {
+			return true
+		}
+	}
+	return false
+}
+
+func printReport(w io.Writer, r *bench.Report) {
+	mode := "preloaded (peak throughput)"
+	if r.Rate > 0 {
+		mode = fmt.Sprintf("offered at %.0f tasks/s", r.Rate)
+	}
+	tracing := "off"
+	if r.Trace {
+		tracing = "on (always sample, discarding exporter)"
+	}
+	fmt.Fprintf(w, "rolecall bench: %d tasks %s, concurrency %d, mix %s, %s server, tracing %s\n",
+		r.Tasks, mode, r.Concurrency, r.Mix, r.Server, tracing)
+	fmt.Fprintf(w, "machine: %d CPUs (%s), GOMAXPROCS %d, %s, load %s\n",
+		r.Machine.CPUs, r.Machine.CPUModel, r.Machine.GOMAXPROCS, r.Machine.GoVersion, r.Machine.LoadAvg)
+	if r.Repeat > 1 {
+		by := "throughput"
+		if r.Rate > 0 {
+			by = "p99 latency"
+		}
+		fmt.Fprintf(w, "median (by %s) of %d runs each\n", by, r.Repeat)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "loop\ttasks/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tCPU s/1k tasks\tallocs/task\tpeak RSS MiB\ttask B\toutcome B\t")
+	row := func(s bench.Stats) {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%.0f\t%.1f\t%d\t%d\t\n",
+			s.Loop, s.Throughput, s.Latency.P50, s.Latency.P90, s.Latency.P99, s.Latency.Max,
+			s.CPUPer1000, s.AllocsPerTask, float64(s.PeakRSSBytes)/(1<<20), s.TaskBytes, s.OutcomeBytes)
+	}
+	if r.Baseline != nil {
+		row(*r.Baseline)
+	}
+	row(r.Pipeline)
+	_ = tw.Flush()
+	if r.Baseline != nil && r.Ratio > 0 {
+		fmt.Fprintf(w, "\nratio pipeline/baseline: %.2f\n", r.Ratio)
+	}
+	if r.NATSErrors > 0 {
+		fmt.Fprintf(w, "warning: %d asynchronous NATS errors during the bench; the numbers are disturbed\n", r.NATSErrors)
+	}
+	fmt.Fprintf(w, "outcomes: %d resolved, %d failed, every task exactly one\n", r.Pipeline.Resolved, r.Pipeline.Failed)
 }

@@ -1,0 +1,773 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/rolecall/rolecall/discover"
+	"github.com/rolecall/rolecall/events"
+	"github.com/rolecall/rolecall/pipeline"
+	"github.com/rolecall/rolecall/telemetry"
+)
+
+// Options configure one bench invocation. Zero values take the defaults
+// noted on each field.
+type Options struct {
+	// Tasks is the number of task events per run (default 20000).
+	Tasks int
+	// Concurrency is the worker's (and the baseline's) concurrency
+	// (default 4).
+	Concurrency int
+	// MaxAckPending, MaxInFlight and FetchBatch override the worker's
+	// defaults (0: the defaults), in both loops.
+	MaxAckPending, MaxInFlight, FetchBatch int
+	// Mix weights the task kinds (zero: DefaultMix).
+	Mix Mix
+	// Baseline also runs the bare JetStream loop, before the pipeline in
+	// each repeat, on the same server with the same payloads.
+	Baseline bool
+	// Rate is the offered load in tasks per second: tasks are published
+	// at this rate while the loop runs. 0 preloads every task first and
+	// measures peak throughput.
+	Rate float64
+	// Trace runs the pipeline with an always-sampling SDK tracer provider
+	// whose exporter discards every span: the cost of tracing without the
+	// cost of a collector.
+	Trace bool
+	// Binary sends tasks in binary content mode instead of structured.
+	Binary bool
+	// Repeat runs baseline and pipeline this many times each (default 1);
+	// the summary is the median run of each.
+	Repeat int
+	// Root is the config root; "" generates one in a temporary directory.
+	Root string
+	// URL is the NATS server; "" starts an embedded server with its own
+	// temporary store directory.
+	URL string
+	// Connect dials URL (nil: nats.Connect with the name).
+	Connect func(url, name string) (*nats.Conn, error)
+	// Purge allows the bench to delete streams it finds on a server given
+	// by URL (it always deletes its own on an embedded server).
+	Purge bool
+	// CPUProfile, when set, receives a pprof CPU profile of the pipeline
+	// runs (only the measured window: not preloading, not the baseline).
+	CPUProfile io.Writer
+	// Timeout bounds each run (default 5 minutes).
+	Timeout time.Duration
+	// Progress receives a progress line while a run is going (nil: none);
+	// ProgressTTY rewrites one line in place instead of printing a line
+	// every two seconds.
+	Progress    io.Writer
+	ProgressTTY bool
+}
+
+func (o Options) withDefaults() Options {
+	if o.Tasks <= 0 {
+		o.Tasks = 20000
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 4
+	}
+	if o.Mix.total() == 0 {
+		o.Mix = DefaultMix
+	}
+	if o.Repeat <= 0 {
+		o.Repeat = 1
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Minute
+	}
+	if o.Connect == nil {
+		o.Connect = func(url, name string) (*nats.Conn, error) { return nats.Connect(url, nats.Name(name)) }
+	}
+	return o
+}
+
+// Stats is one run of one loop.
+type Stats struct {
+	// Loop is "pipeline" or "baseline".
+	Loop string `json:"loop"`
+	// Tasks published and outcomes found (exactly one per task, or the
+	// run is an error).
+	Tasks    int `json:"tasks"`
+	Outcomes int `json:"outcomes"`
+	// Resolved and Failed count the outcome types.
+	Resolved int `json:"resolved"`
+	Failed   int `json:"failed"`
+	// Seconds is the span from the first outcome to the last, from the
+	// specs stream's own timestamps.
+	Seconds float64 `json:"seconds"`
+	// Throughput is outcomes per second over Seconds.
+	Throughput float64 `json:"tasks_per_second"`
+	// Latency is enqueue to outcome: the outcome's stream timestamp minus
+	// its task's stream timestamp (both the server's clock).
+	Latency Latency `json:"latency_ms"`
+	// CPUPer1000 is the process's user+system CPU seconds per 1,000 tasks
+	// over the run (with an embedded server this includes the broker).
+	CPUPer1000 float64 `json:"cpu_seconds_per_1000_tasks"`
+	// AllocsPerTask and AllocBytesPerTask are heap allocations of the
+	// whole process during the run divided by the tasks (runtime/metrics
+	// /gc/heap/allocs:objects and :bytes; an embedded broker's count too).
+	AllocsPerTask     float64 `json:"allocs_per_task"`
+	AllocBytesPerTask float64 `json:"alloc_bytes_per_task"`
+	// PeakRSSBytes is the resident-memory high-water mark during the run.
+	PeakRSSBytes uint64 `json:"peak_rss_bytes"`
+	// TaskBytes and OutcomeBytes are the mean message body sizes.
+	TaskBytes    int `json:"task_bytes"`
+	OutcomeBytes int `json:"outcome_bytes"`
+}
+
+// Report is the result of Run.
+type Report struct {
+	Machine     Machine `json:"machine"`
+	Server      string  `json:"server"` // "embedded" or the URL's host
+	Tasks       int     `json:"tasks"`
+	Concurrency int     `json:"concurrency"`
+	Mix         string  `json:"mix"`
+	Rate        float64 `json:"rate,omitempty"`
+	Trace       bool    `json:"trace"`
+	Binary      bool    `json:"binary"`
+	Repeat      int     `json:"repeat"`
+	// Pipeline and Baseline are the median runs: by throughput at peak
+	// load, by p99 latency at an offered rate.
+	Pipeline Stats  `json:"pipeline"`
+	Baseline *Stats `json:"baseline,omitempty"`
+	// Ratio is pipeline / baseline throughput (medians), at peak load only.
+	Ratio float64 `json:"ratio,omitempty"`
+	// Runs is every run in the order it ran.
+	Runs []Stats `json:"runs"`
+	// NATSErrors counts asynchronous client errors (a slow-consumer drop,
+	// say) during the bench: a run with any was disturbed by something
+	// other than the code under test.
+	NATSErrors int64 `json:"nats_errors"`
+}
+
+// ErrIncomplete is returned when a run ends without exactly one outcome
+// per task.
+var ErrIncomplete = errors.New("bench: not every task got exactly one outcome")
+
+// Run performs the bench: per repeat, the baseline loop (if asked) and the
+// pipeline, in alternating order, each on its own streams of one server,
+// both with the same task bytes.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	o = o.withDefaults()
+	env, cleanup, err := setup(o)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+
+	rep := &Report{
+		Machine: machine(), Server: env.server, Tasks: o.Tasks, Concurrency: o.Concurrency,
+		Mix: o.Mix.String(), Rate: o.Rate, Trace: o.Trace, Binary: o.Binary, Repeat: o.Repeat,
+	}
+	var pipe, base []Stats
+	for r := range o.Repeat {
+		tasks, err := buildTasks(o.Tasks, o.Mix, o.Binary, runID())
+		if err != nil {
+			return nil, err
+		}
+		loops := []loop{env.pipelineLoop(o)}
+		if o.Baseline {
+			tmpl, err := outcomeTemplates(env.src.Snapshot(), tasks, baselineConfig(o).Prefix)
+			if err != nil {
+				return nil, err
+			}
+			// Alternate the order, so that a drift in the machine's load
+			// does not always favour the same loop.
+			if r%2 == 0 {
+				loops = append([]loop{baselineLoop(o, tmpl)}, loops...)
+			} else {
+				loops = append(loops, baselineLoop(o, tmpl))
+			}
+		}
+		for _, l := range loops {
+			st, err := env.run(ctx, o, r, l, tasks)
+			if err != nil {
+				return nil, err
+			}
+			if l.name == "baseline" {
+				base = append(base, st)
+			} else {
+				pipe = append(pipe, st)
+			}
+			rep.Runs = append(rep.Runs, st)
+		}
+	}
+	rep.NATSErrors = env.natsErrors.Load()
+	// At peak load the runs differ in throughput; at an offered rate they
+	// all have the rate, and differ in latency.
+	key := func(s Stats) float64 { return s.Throughput }
+	if o.Rate > 0 {
+		key = func(s Stats) float64 { return s.Latency.P99 }
+	}
+	rep.Pipeline = median(pipe, key)
+	if o.Baseline {
+		b := median(base, key)
+		rep.Baseline = &b
+		if b.Throughput > 0 && o.Rate <= 0 {
+			rep.Ratio = rep.Pipeline.Throughput / b.Throughput
+		}
+	}
+	return rep, nil
+}
+
+// median is the run with the median key (the lower middle one for an even
+// count), reported whole so that its numbers belong together.
+func median(runs []Stats, key func(Stats) float64) Stats {
+	s := slices.Clone(runs)
+	slices.SortFunc(s, func(a, b Stats) int { return cmp.Compare(key(a), key(b)) })
+	return s[(len(s)-1)/2]
+}
+
+// env is what all runs share: the server, the connections, the config.
+type env struct {
+	server   string
+	embedded bool
+	src      *discover.Source
+	// worker is the connection of the loop under test; driver publishes
+	// tasks and watches the specs stream, so that the bench's own traffic
+	// does not queue behind the worker's on one socket.
+	worker, driver     *nats.Conn
+	workerJS, driverJS jetstream.JetStream
+	purge              bool
+	natsErrors         atomic.Int64
+}
+
+func setup(o Options) (*env, func(), error) {
+	var undo []func()
+	cleanup := func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	fail := func(err error) (*env, func(), error) {
+		cleanup()
+		return nil, nil, err
+	}
+	e := &env{server: "embedded", purge: o.Purge}
+
+	root := o.Root
+	if root == "" {
+		dir, err := os.MkdirTemp("", "rolecall-bench-root-")
+		if err != nil {
+			return fail(err)
+		}
+		undo = append(undo, func() { _ = os.RemoveAll(dir) })
+		if err := writeRoot(dir); err != nil {
+			return fail(fmt.Errorf("bench: write config root: %w", err))
+		}
+		root = dir
+	}
+	src, err := discover.NewSource(root, discover.Options{ReloadInterval: time.Second}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return fail(fmt.Errorf("bench: load config root %s: %w", root, err))
+	}
+	e.src = src
+
+	url := o.URL
+	if url == "" {
+		e.embedded = true
+		srv, stop, err := startEmbedded()
+		if err != nil {
+			return fail(err)
+		}
+		undo = append(undo, stop)
+		url = srv.ClientURL()
+	} else {
+		e.server = "external"
+	}
+	if e.worker, err = o.Connect(url, "rolecall-bench-worker"); err != nil {
+		return fail(fmt.Errorf("bench: connect: %w", err))
+	}
+	undo = append(undo, e.worker.Close)
+	if e.driver, err = o.Connect(url, "rolecall-bench-driver"); err != nil {
+		return fail(fmt.Errorf("bench: connect: %w", err))
+	}
+	undo = append(undo, e.driver.Close)
+	for _, nc := range []*nats.Conn{e.worker, e.driver} {
+		prev := nc.ErrorHandler()
+		nc.SetErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
+			e.natsErrors.Add(1)
+			if prev != nil {
+				prev(c, sub, err)
+			}
+		})
+	}
+	if e.workerJS, err = jetstream.New(e.worker); err != nil {
+		return fail(err)
+	}
+	if e.driverJS, err = jetstream.New(e.driver, jetstream.WithPublishAsyncMaxPending(1024)); err != nil {
+		return fail(err)
+	}
+	return e, cleanup, nil
+}
+
+// startEmbedded runs a JetStream server on a random loopback port with a
+// store directory of its own, removed when the bench ends.
+func startEmbedded() (*server.Server, func(), error) {
+	dir, err := os.MkdirTemp("", "rolecall-bench-nats-")
+	if err != nil {
+		return nil, nil, err
+	}
+	srv, err := server.NewServer(&server.Options{
+		ServerName: "rolecall-bench", Host: "127.0.0.1", Port: -1,
+		JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true,
+	})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, nil, fmt.Errorf("bench: embedded NATS: %w", err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		_ = os.RemoveAll(dir)
+		return nil, nil, errors.New("bench: embedded NATS did not start within 10s")
+	}
+	return srv, func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		_ = os.RemoveAll(dir)
+	}, nil
+}
+
+// loop is one of the two things measured.
+type loop struct {
+	name string
+	cfg  pipeline.Config
+	// start begins consuming with the loop's own connection; stop (its
+	// return) cancels and waits for the loop to drain.
+	start func(js jetstream.JetStream) (stop func() error, err error)
+}
+
+// pipelineConfig is the worker's default configuration with the bench's
+// concurrency: the streams and consumer `worker run` would create.
+func pipelineConfig(o Options) pipeline.Config {
+	cfg := pipeline.DefaultConfig()
+	cfg.Concurrency = o.Concurrency
+	cfg.MaxAckPending = o.MaxAckPending
+	cfg.FetchBatch = o.FetchBatch
+	cfg.MaxInFlight = o.MaxInFlight
+	return cfg.WithDefaults()
+}
+
+// baselineConfig is the pipeline's configuration on other subjects and
+// streams, so the two loops never see each other's messages while
+// pipeline.Ensure gives both the same stream and consumer settings.
+func baselineConfig(o Options) pipeline.Config {
+	cfg := pipelineConfig(o)
+	cfg.Prefix = "rolecallbaseline"
+	cfg.TasksStream = "BENCH_BASELINE_TASKS"
+	cfg.SpecsStream = "BENCH_BASELINE_SPECS"
+	cfg.DeadLetter = "BENCH_BASELINE_DEADLETTER"
+	return cfg
+}
+
+func (e *env) pipelineLoop(o Options) loop {
+	cfg := pipelineConfig(o)
+	return loop{name: "pipeline", cfg: cfg, start: func(js jetstream.JetStream) (func() error, error) {
+		var tp trace.TracerProvider
+		var shutdown func(context.Context) error
+		if o.Trace {
+			p := sdktrace.NewTracerProvider(
+				sdktrace.WithSampler(sdktrace.AlwaysSample()),
+				sdktrace.WithBatcher(tracetest.NewNoopExporter()),
+			)
+			tp, shutdown = p, p.Shutdown
+		}
+		// Metrics are on, as in `worker run`; nothing collects them.
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		inst, err := telemetry.NewInstruments(mp)
+		if err != nil {
+			return nil, err
+		}
+		w, err := pipeline.New(js, e.src, cfg, pipeline.Options{TracerProvider: tp, Instruments: inst,
+			Propagator: telemetry.NewPropagator()})
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		return func() error {
+			cancel()
+			err := <-done
+			err = errors.Join(err, mp.Shutdown(context.Background()))
+			if shutdown != nil {
+				err = errors.Join(err, shutdown(context.Background()))
+			}
+			return err
+		}, nil
+	}}
+}
+
+// resolvedSubjectPrefix tells resolved outcomes from failed ones.
+func isResolvedSubject(prefix, subject string) bool {
+	p := prefix + ".specs.resolved."
+	return len(subject) > len(p) && subject[:len(p)] == p
+}
+
+func (e *env) streamNames(cfg pipeline.Config) []string {
+	return []string{cfg.TasksStream, cfg.SpecsStream, cfg.DeadLetter}
+}
+
+// prepare leaves the loop's streams absent: deleted if found (refused on
+// an external server without Purge, so a bench never eats a real queue).
+func (e *env) prepare(ctx context.Context, cfg pipeline.Config) error {
+	for _, name := range e.streamNames(cfg) {
+		_, err := e.driverJS.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("bench: stream %s: %w", name, err)
+		}
+		if !e.embedded && !e.purge {
+			return fmt.Errorf("bench: stream %s exists on the server; pass --purge to let the bench delete it", name)
+		}
+		if err := e.driverJS.DeleteStream(ctx, name); err != nil {
+			return fmt.Errorf("bench: delete stream %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (e *env) drop(cfg pipeline.Config) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, name := range e.streamNames(cfg) {
+		_ = e.driverJS.DeleteStream(ctx, name)
+	}
+}
+
+// run measures one loop over tasks.
+func (e *env) run(ctx context.Context, o Options, repeat int, l loop, tasks []task) (Stats, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	cfg := l.cfg
+	st := Stats{Loop: l.name, Tasks: len(tasks)}
+	if err := e.prepare(ctx, cfg); err != nil {
+		return st, err
+	}
+	defer e.drop(cfg)
+	if _, err := pipeline.Ensure(ctx, e.driverJS, cfg); err != nil {
+		return st, fmt.Errorf("bench: streams for %s: %w", l.name, err)
+	}
+	specs, err := e.driverJS.Stream(ctx, cfg.SpecsStream)
+	if err != nil {
+		return st, err
+	}
+	label := fmt.Sprintf("%s (run %d/%d)", l.name, repeat+1, o.Repeat)
+	prog := newProgress(o.Progress, o.ProgressTTY, label, len(tasks))
+	defer prog.done()
+
+	seqs := make([]uint64, len(tasks))
+	if o.Rate <= 0 {
+		prog.phase("preloading")
+		if err := e.publish(ctx, cfg.Prefix, tasks, seqs, 0); err != nil {
+			return st, err
+		}
+	}
+
+	runtime.GC()
+	resetPeakRSS()
+	if o.CPUProfile != nil && l.name == "pipeline" {
+		if err := pprof.StartCPUProfile(o.CPUProfile); err == nil {
+			defer pprof.StopCPUProfile()
+		}
+	}
+	u0 := readUsage()
+	stop, err := l.start(e.workerJS)
+	if err != nil {
+		return st, fmt.Errorf("bench: start %s: %w", l.name, err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = stop()
+		}
+	}()
+	pubErr := make(chan error, 1)
+	if o.Rate > 0 {
+		// Offered load starts when the loop is pulling, so that its start-up
+		// is not measured as the first tasks' latency.
+		if err := e.pulling(ctx, cfg); err != nil {
+			return st, fmt.Errorf("bench: %s did not start pulling: %w", l.name, err)
+		}
+		go func() { pubErr <- e.publish(ctx, cfg.Prefix, tasks, seqs, o.Rate) }()
+	} else {
+		pubErr <- nil
+	}
+	prog.phase("running")
+	if err := e.await(ctx, specs, len(tasks), prog, pubErr); err != nil {
+		return st, fmt.Errorf("bench: %s: %w", l.name, err)
+	}
+	if o.Rate > 0 {
+		// Every outcome is in, so every task was stored; wait for the
+		// publisher to have recorded their sequences.
+		if err := <-pubErr; err != nil {
+			return st, err
+		}
+	}
+	u1 := readUsage()
+	st.PeakRSSBytes = peakRSS()
+	stopped = true
+	if err := stop(); err != nil {
+		return st, fmt.Errorf("bench: %s returned: %w", l.name, err)
+	}
+
+	n := float64(len(tasks))
+	st.CPUPer1000 = (u1.cpu - u0.cpu).Seconds() / n * 1000
+	st.AllocsPerTask = float64(u1.allocs-u0.allocs) / n
+	st.AllocBytesPerTask = float64(u1.allocBytes-u0.allocBytes) / n
+	prog.phase("collecting")
+	if err := e.collect(ctx, cfg, tasks, seqs, &st); err != nil {
+		return st, err
+	}
+	return st, nil
+}
+
+// publish sends every task, at rate tasks/s when rate > 0, and records
+// each one's stream sequence.
+func (e *env) publish(ctx context.Context, prefix string, tasks []task, seqs []uint64, rate float64) error {
+	futures := make([]jetstream.PubAckFuture, len(tasks))
+	start := time.Now()
+	for i := range tasks {
+		if rate > 0 {
+			// Pace by schedule rather than by sleeping a fixed gap: a late
+			// wake-up is caught up by the next tasks, so the offered rate
+			// holds on average even with coarse timers.
+			due := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+			if d := time.Until(due); d > 50*time.Microsecond {
+				time.Sleep(d)
+			}
+		}
+		t := &tasks[i]
+		m := &nats.Msg{Subject: events.TasksSubject(prefix, t.kind.String()), Header: t.header, Data: t.body}
+		f, err := e.driverJS.PublishMsgAsync(m)
+		if err != nil {
+			return fmt.Errorf("bench: publish task %d: %w", i, err)
+		}
+		futures[i] = f
+	}
+	for i, f := range futures {
+		select {
+		case ack := <-f.Ok():
+			seqs[i] = ack.Sequence
+		case err := <-f.Err():
+			return fmt.Errorf("bench: publish task %d: %w", i, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// pulling waits until the loop's consumer has a pull request waiting.
+func (e *env) pulling(ctx context.Context, cfg pipeline.Config) error {
+	c, err := e.driverJS.Consumer(ctx, cfg.TasksStream, cfg.Consumer)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		info, err := c.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.NumWaiting > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// await polls the specs stream until it holds want messages.
+func (e *env) await(ctx context.Context, specs jetstream.Stream, want int, prog *progress, pubDone chan error) error {
+	pubErr := (<-chan error)(pubDone)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		info, err := specs.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("specs stream info: %w", err)
+		}
+		got := int(info.State.Msgs)
+		prog.update(got)
+		if got >= want {
+			return nil
+		}
+		select {
+		case err := <-pubErr:
+			if err != nil {
+				return err
+			}
+			// Put it back for the caller, and stop watching.
+			pubDone <- nil
+			pubErr = nil
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %d of %d outcomes after the timeout", ErrIncomplete, got, want)
+		case <-tick.C:
+		}
+	}
+}
+
+// collect reads the stream timestamps of every task and outcome and checks
+// that each task has exactly one outcome on the subject its kind must give.
+func (e *env) collect(ctx context.Context, cfg pipeline.Config, tasks []task, seqs []uint64, st *Stats) error {
+	bySeq := make(map[uint64]int, len(tasks))
+	byOut := make(map[string]int, len(tasks))
+	taskBytes := 0
+	for i, t := range tasks {
+		bySeq[seqs[i]] = i
+		byOut[t.outID] = i
+		taskBytes += len(t.body)
+	}
+	st.TaskBytes = taskBytes / max(len(tasks), 1)
+
+	enqueued := make([]time.Time, len(tasks))
+	err := e.readStream(ctx, cfg.TasksStream, len(tasks), func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
+		i, ok := bySeq[md.Sequence.Stream]
+		if !ok {
+			return fmt.Errorf("task stream message %d was not published by this run", md.Sequence.Stream)
+		}
+		enqueued[i] = md.Timestamp
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+
+	outcomes := make([]time.Time, len(tasks))
+	lat := make([]time.Duration, 0, len(tasks))
+	var first, last time.Time
+	var problems []string
+	outBytes := 0
+	err = e.readStream(ctx, cfg.SpecsStream, len(tasks), func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
+		id := m.Headers().Get(nats.MsgIdHdr)
+		i, ok := byOut[id]
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("outcome %q on %s answers no task of this run", id, m.Subject()))
+			return nil
+		case !outcomes[i].IsZero():
+			problems = append(problems, fmt.Sprintf("task %s has a second outcome", tasks[i].id))
+			return nil
+		}
+		outcomes[i] = md.Timestamp
+		st.Outcomes++
+		if want := cfg.Prefix + expectedSubject[tasks[i].kind]; m.Subject() != want && len(problems) < 10 {
+			problems = append(problems, fmt.Sprintf("%s task %s: outcome on %s, want %s", tasks[i].kind, tasks[i].id, m.Subject(), want))
+		}
+		if isResolvedSubject(cfg.Prefix, m.Subject()) {
+			st.Resolved++
+		} else {
+			st.Failed++
+		}
+		if s, ok := m.Headers()[outcomeSizeHeader]; ok && len(s) > 0 {
+			outBytes += atoiOr(s[0], 0)
+		}
+		lat = append(lat, md.Timestamp.Sub(enqueued[i]))
+		if first.IsZero() || md.Timestamp.Before(first) {
+			first = md.Timestamp
+		}
+		if md.Timestamp.After(last) {
+			last = md.Timestamp
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i := range tasks {
+		if outcomes[i].IsZero() && len(problems) < 10 {
+			problems = append(problems, fmt.Sprintf("task %s has no outcome", tasks[i].id))
+		}
+	}
+	if len(problems) > 0 || st.Outcomes != len(tasks) {
+		return fmt.Errorf("%w (%s: %d outcomes for %d tasks): %v", ErrIncomplete, st.Loop, st.Outcomes, len(tasks), problems)
+	}
+	st.Latency = latencyOf(lat)
+	if span := last.Sub(first); span > 0 && len(tasks) > 1 {
+		st.Seconds = span.Seconds()
+		st.Throughput = float64(len(tasks)-1) / span.Seconds()
+	}
+	st.OutcomeBytes = outBytes / max(st.Outcomes, 1)
+	return nil
+}
+
+// outcomeSizeHeader is the header a headers-only consumer adds with the
+// size of the body it left out.
+const outcomeSizeHeader = "Nats-Msg-Size"
+
+// readStream reads n messages of a stream, headers only (the metadata
+// has all the bench needs), with an ordered consumer.
+func (e *env) readStream(ctx context.Context, name string, n int, each func(jetstream.Msg, *jetstream.MsgMetadata) error) error {
+	c, err := e.driverJS.OrderedConsumer(ctx, name, jetstream.OrderedConsumerConfig{HeadersOnly: true})
+	if err != nil {
+		return fmt.Errorf("bench: read %s: %w", name, err)
+	}
+	for read := 0; read < n; {
+		batch, err := c.Fetch(min(n-read, 1000), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return fmt.Errorf("bench: read %s: %w", name, err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			md, err := m.Metadata()
+			if err != nil {
+				return fmt.Errorf("bench: read %s: %w", name, err)
+			}
+			if err := each(m, md); err != nil {
+				return err
+			}
+			got++
+		}
+		if err := batch.Error(); err != nil {
+			return fmt.Errorf("bench: read %s: %w", name, err)
+		}
+		if got == 0 {
+			return fmt.Errorf("bench: read %s: %d of %d messages", name, read, n)
+		}
+		read += got
+	}
+	return nil
+}
+
+func atoiOr(s string, def int) int {
+	n := 0
+	if s == "" {
+		return def
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return def
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}

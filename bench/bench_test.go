@@ -1,0 +1,217 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rolecall/rolecall/internal/natstest"
+)
+
+func ms(v ...int) []time.Duration {
+	d := make([]time.Duration, len(v))
+	for i, x := range v {
+		d[i] = time.Duration(x) * time.Millisecond
+	}
+	return d
+}
+
+func TestPercentile(t *testing.T) {
+	hundred := make([]int, 100)
+	for i := range hundred {
+		hundred[i] = i + 1
+	}
+	cases := []struct {
+		name   string
+		sorted []time.Duration
+		p      float64
+		want   time.Duration
+	}{
+		{"empty is zero", nil, 50, 0},
+		{"one value is every percentile", ms(7), 1, 7 * time.Millisecond},
+		{"one value p100", ms(7), 100, 7 * time.Millisecond},
+		{"median of three is the middle", ms(1, 2, 3), 50, 2 * time.Millisecond},
+		{"median of four is the lower middle", ms(1, 2, 3, 4), 50, 2 * time.Millisecond},
+		{"p50 of 1..100 is 50", ms(hundred...), 50, 50 * time.Millisecond},
+		{"p90 of 1..100 is 90", ms(hundred...), 90, 90 * time.Millisecond},
+		{"p99 of 1..100 is 99, not 100", ms(hundred...), 99, 99 * time.Millisecond},
+		{"p100 is the maximum", ms(hundred...), 100, 100 * time.Millisecond},
+		{"p99 of ten values is the largest", ms(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), 99, 10 * time.Millisecond},
+		{"p90 of ten values is the ninth", ms(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), 90, 9 * time.Millisecond},
+		{"p91 of ten values rounds the rank up", ms(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), 91, 10 * time.Millisecond},
+		{"a tiny p is the minimum", ms(4, 5, 6), 0.1, 4 * time.Millisecond},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := Percentile(c.sorted, c.p); got != c.want {
+				t.Errorf("Percentile(%v, %v) = %v, want %v", c.sorted, c.p, got, c.want)
+			}
+		})
+	}
+}
+
+func TestLatencyOfSorts(t *testing.T) {
+	l := latencyOf(ms(30, 10, 20))
+	if l.P50 != 20 || l.Max != 30 {
+		t.Errorf("latencyOf = %+v, want p50 20 and max 30 (ms)", l)
+	}
+}
+
+func TestParseMix(t *testing.T) {
+	cases := []struct {
+		in      string
+		want    Mix
+		wantErr string
+	}{
+		{in: "casts=5,overlay=2,replacement=2,failing=1", want: Mix{5, 2, 2, 1}},
+		{in: "failing=3", want: Mix{0, 0, 0, 3}},
+		{in: " casts=1 , overlay=0 ", want: Mix{1, 0, 0, 0}},
+		{in: "casts=1,", want: Mix{1, 0, 0, 0}},
+		{in: "cast=1", wantErr: `unknown kind "cast"`},
+		{in: "casts", wantErr: "want kind=weight"},
+		{in: "casts=-1", wantErr: "non-negative integer"},
+		{in: "casts=x", wantErr: "non-negative integer"},
+		{in: "casts=1,casts=2", wantErr: "given twice"},
+		{in: "casts=0", wantErr: "at least one weight"},
+		{in: "", wantErr: "at least one weight"},
+	}
+	for _, c := range cases {
+		got, err := ParseMix(c.in)
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("ParseMix(%q) error %v, want one containing %q", c.in, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("ParseMix(%q) = %v, %v; want %v", c.in, got, err, c.want)
+		}
+	}
+	if got, err := ParseMix(DefaultMix.String()); err != nil || got != DefaultMix {
+		t.Errorf("ParseMix(DefaultMix.String()) = %v, %v; want DefaultMix", got, err)
+	}
+}
+
+func TestMixSequence(t *testing.T) {
+	seq := DefaultMix.sequence()
+	if len(seq) != DefaultMix.total() {
+		t.Fatalf("sequence has %d kinds, want %d", len(seq), DefaultMix.total())
+	}
+	var count Mix
+	for i, k := range seq {
+		count[k]++
+		// Interleaved, not grouped: the heaviest kind never runs three in a
+		// row, so a run of a few tasks still sees every kind.
+		if i >= 2 && seq[i-2] == k && seq[i-1] == k {
+			t.Errorf("kind %s three times in a row at %d: %v", k, i, seq)
+		}
+	}
+	if count != DefaultMix {
+		t.Errorf("kind counts %v, want the weights %v", count, DefaultMix)
+	}
+}
+
+// TestRunEveryTaskGetsAnOutcome is the harness end to end, small: every
+// task of every kind is answered exactly once on the subject its kind
+// must give, in both loops, preloaded and at an offered rate.
+func TestRunEveryTaskGetsAnOutcome(t *testing.T) {
+	cases := []struct {
+		name string
+		o    Options
+	}{
+		{"preloaded with baseline", Options{Tasks: 200, Concurrency: 2, Baseline: true}},
+		{"binary mode at an offered rate", Options{Tasks: 100, Concurrency: 2, Rate: 2000, Binary: true}},
+		{"traced, failures only", Options{Tasks: 50, Concurrency: 1, Trace: true, Mix: Mix{0, 0, 0, 1}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rep, err := Run(context.Background(), c.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mix := c.o.Mix
+			if mix.total() == 0 {
+				mix = DefaultMix
+			}
+			wantFailed := 0
+			for i := range c.o.Tasks {
+				if mix.sequence()[i%mix.total()] == KindFailing {
+					wantFailed++
+				}
+			}
+			loops := []Stats{rep.Pipeline}
+			if c.o.Baseline {
+				if rep.Baseline == nil {
+					t.Fatal("no baseline in the report")
+				}
+				loops = append(loops, *rep.Baseline)
+			}
+			for _, s := range loops {
+				if s.Tasks != c.o.Tasks || s.Outcomes != c.o.Tasks {
+					t.Errorf("%s: %d outcomes for %d tasks, want %d", s.Loop, s.Outcomes, s.Tasks, c.o.Tasks)
+				}
+				if s.Failed != wantFailed || s.Resolved != c.o.Tasks-wantFailed {
+					t.Errorf("%s: %d resolved, %d failed; want %d and %d", s.Loop, s.Resolved, s.Failed, c.o.Tasks-wantFailed, wantFailed)
+				}
+				if s.Latency.Max < s.Latency.P99 || s.Latency.P99 < s.Latency.P50 || s.Latency.P50 <= 0 {
+					t.Errorf("%s: latency percentiles out of order: %+v", s.Loop, s.Latency)
+				}
+				if s.OutcomeBytes <= 0 || s.TaskBytes <= 0 {
+					t.Errorf("%s: message sizes %d/%d", s.Loop, s.TaskBytes, s.OutcomeBytes)
+				}
+			}
+			if c.o.Baseline && rep.Baseline.OutcomeBytes != rep.Pipeline.OutcomeBytes {
+				// Within a few bytes: the baseline sends each kind's first
+				// outcome; ids of one run have one length.
+				if d := rep.Baseline.OutcomeBytes - rep.Pipeline.OutcomeBytes; d > 8 || d < -8 {
+					t.Errorf("baseline outcomes %d B, pipeline %d B: not the same payload", rep.Baseline.OutcomeBytes, rep.Pipeline.OutcomeBytes)
+				}
+			}
+		})
+	}
+}
+
+// TestRunRefusesForeignStreams: on a server it did not start, the bench
+// never deletes a stream it finds unless told to.
+func TestRunRefusesForeignStreams(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "ROLECALL_TASKS", Subjects: []string{"rolecall.tasks.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(context.Background(), "rolecall.tasks.real", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(context.Background(), Options{Tasks: 10, URL: srv.ClientURL()})
+	if err == nil || !strings.Contains(err.Error(), "--purge") {
+		t.Fatalf("Run against an existing stream: %v, want a refusal naming --purge", err)
+	}
+	s, err := js.Stream(context.Background(), "ROLECALL_TASKS")
+	if err != nil {
+		t.Fatalf("the stream is gone: %v", err)
+	}
+	if info, err := s.Info(context.Background()); err != nil || info.State.Msgs != 1 {
+		t.Errorf("stream after the refusal: %+v, %v; want its one message", info, err)
+	}
+
+	rep, err := Run(context.Background(), Options{Tasks: 10, URL: srv.ClientURL(), Purge: true,
+		Connect: func(url, name string) (*nats.Conn, error) { return nats.Connect(url, nats.Name(name)) }})
+	if err != nil {
+		t.Fatalf("with Purge: %v", err)
+	}
+	if rep.Pipeline.Outcomes != 10 || rep.Server != "external" {
+		t.Errorf("with Purge: %d outcomes on a %s server, want 10 on external", rep.Pipeline.Outcomes, rep.Server)
+	}
+	if _, err := js.Stream(context.Background(), "ROLECALL_TASKS"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("the bench left its stream behind: %v", err)
+	}
+}

@@ -1,0 +1,140 @@
+package bench
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/rolecall/rolecall/discover"
+	"github.com/rolecall/rolecall/events"
+	"github.com/rolecall/rolecall/materialize"
+	"github.com/rolecall/rolecall/pipeline"
+	"github.com/rolecall/rolecall/resolve"
+)
+
+// benchSnapshot loads the generated config root.
+func benchSnapshot(b *testing.B) *discover.Snapshot {
+	b.Helper()
+	dir := b.TempDir()
+	if err := writeRoot(dir); err != nil {
+		b.Fatal(err)
+	}
+	src, err := discover.NewSource(dir, discover.Options{ReloadInterval: time.Hour}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return src.Snapshot()
+}
+
+// BenchmarkStages is the per-task CPU of each stage on the bench's own
+// workload (the default mix), outside the broker: where a task's time goes.
+func BenchmarkStages(b *testing.B) {
+	snap := benchSnapshot(b)
+	tasks, err := buildTasks(100, DefaultMix, false, "stages")
+	if err != nil {
+		b.Fatal(err)
+	}
+	type decoded struct {
+		inc events.Incoming
+		out pipeline.Outcome
+	}
+	dec := make([]decoded, len(tasks))
+	for i, t := range tasks {
+		inc, err := events.DecodeTask(t.header, t.body, events.DecodeOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		dec[i] = decoded{inc: inc, out: pipeline.Handle(snap, inc.Task, inc.Ref, nil)}
+	}
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			t := &tasks[i%len(tasks)]
+			if _, err := events.DecodeTask(t.header, t.body, events.DecodeOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	b.Run("inputs", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			d := &dec[i%len(dec)]
+			task := d.inc.Task
+			_, _ = snap.Inputs(discover.Request{Ref: d.inc.Ref, Pack: task.Pack, Profile: task.Profile, Task: task.Overrides()})
+			i++
+		}
+	})
+	b.Run("resolve", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			d := &dec[i%len(dec)]
+			if d.out.Inputs.Catalog != nil {
+				_, _ = resolve.Resolve(d.out.Ref, d.out.Inputs)
+			}
+			i++
+		}
+	})
+	b.Run("digest", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			d := &dec[i%len(dec)]
+			if d.out.Resolved != nil {
+				_ = resolve.InputsDigest(d.out.Ref, d.out.Inputs)
+			}
+			i++
+		}
+	})
+	b.Run("materialize", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			d := &dec[i%len(dec)]
+			if d.out.Resolved != nil {
+				_, _ = materialize.Materialize(&d.out.Resolved.ResolvedAgentSpec, snap.Preamble)
+			}
+			i++
+		}
+	})
+	b.Run("handle", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			d := &dec[i%len(dec)]
+			_ = pipeline.Handle(snap, d.inc.Task, d.inc.Ref, nil)
+			i++
+		}
+	})
+	b.Run("encode", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		now := time.Now()
+		for b.Loop() {
+			d := &dec[i%len(dec)]
+			meta := events.OutcomeMeta{ID: tasks[i%len(tasks)].outID, TaskID: d.inc.Task.TaskID, CausationID: d.inc.ID,
+				TraceParent: d.inc.TraceParent, Time: now}
+			var err error
+			if d.out.Resolved != nil {
+				_, _, _, err = events.EncodeResolved("", meta, d.out.Resolved)
+			} else {
+				_, _, _, err = events.EncodeFailed("", meta, d.out.Failure)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	b.Run("outcome-id", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			_ = events.OutcomeID(taskSource, tasks[i%len(tasks)].id)
+			i++
+		}
+	})
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/rolecall/rolecall/bench"
+)
+
+// TestBenchSmoke is what CI runs as `worker bench --tasks 2000`, smaller:
+// the command completes, every task has its outcome in both loops, and the
+// JSON report says so.
+func TestBenchSmoke(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"bench", "--tasks", "200", "--concurrency", "2", "--baseline", "--json"}, nil, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("report is not JSON: %v\n%s", err, stdout.String())
+	}
+	if rep.Pipeline.Outcomes != 200 || rep.Baseline == nil || rep.Baseline.Outcomes != 200 {
+		t.Errorf("outcomes: pipeline %d, baseline %v; want 200 each", rep.Pipeline.Outcomes, rep.Baseline)
+	}
+	if rep.Ratio <= 0 {
+		t.Errorf("ratio %v, want a positive number", rep.Ratio)
+	}
+	if !strings.Contains(stderr.String(), "pipeline (run 1/1)") {
+		t.Errorf("no progress line on stderr:\n%s", stderr.String())
+	}
+}
+
+func TestBenchUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "--mix", "casts=1,bogus=2"},
+		{"bench", "--tasks", "0"},
+		{"bench", "--rate", "-1"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(args, nil, &stdout, &stderr); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (usage); stderr: %s", args, code, stderr.String())
+		}
+	}
+}
+
+func TestBenchText(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"bench", "--tasks", "40", "--concurrency", "1"}, nil, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	for _, want := range []string{"tasks/s", "p99 ms", "pipeline", "36 resolved, 4 failed, every task exactly one"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("text report lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
