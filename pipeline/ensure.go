@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -15,8 +16,10 @@ import (
 // backoff until ctx is done. A fresh 3-node cluster takes seconds to elect
 // its JetStream meta leader, and until then every API request times out;
 // workers started together with it (docker compose up, a Kubernetes
-// rollout) would otherwise all exit. Any other error is returned at once:
-// a configuration the server refuses does not get better by waiting.
+// rollout) would otherwise all exit. It also waits until the consumers it
+// created answer lookups (see errNotVisibleYet). Any other error is
+// returned at once: a configuration the server refuses does not get
+// better by waiting.
 func EnsureRetry(ctx context.Context, js jetstream.JetStream, c Config, log *slog.Logger) (jetstream.Consumer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -24,6 +27,9 @@ func EnsureRetry(ctx context.Context, js jetstream.JetStream, c Config, log *slo
 	delay := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		cons, err := Ensure(ctx, js, c)
+		if err == nil {
+			err = visible(ctx, js, c)
+		}
 		if err == nil || !jetStreamUnavailable(ctx, err) {
 			return cons, err
 		}
@@ -35,6 +41,30 @@ func EnsureRetry(ctx context.Context, js jetstream.JetStream, c Config, log *slo
 		}
 		delay = min(2*delay, 5*time.Second)
 	}
+}
+
+// errNotVisibleYet marks a consumer that was just created but is not yet
+// answered for: until its RAFT group has a leader, a clustered member may
+// reply "consumer not found" to an info request (nats-server answers so on
+// purpose, after a delay that lets a leader speak first). Worker.Run looks
+// the dead-letter consumer up right after Ensure, and three workers
+// starting together hit that window; seen as err_code=10014 in the
+// container tests.
+var errNotVisibleYet = errors.New("pipeline: consumer created but not visible yet")
+
+// visible checks that both consumers Ensure created answer an info
+// request, so the lookups that follow Ensure find them.
+func visible(ctx context.Context, js jetstream.JetStream, c Config) error {
+	c = c.withDefaults()
+	for _, lookup := range [][2]string{{c.TasksStream, c.Consumer}, {c.DeadLetter, c.Consumer + "-deadletter"}} {
+		if _, err := js.Consumer(ctx, lookup[0], lookup[1]); err != nil {
+			if errors.Is(err, jetstream.ErrConsumerNotFound) && c.CreateStreams {
+				return fmt.Errorf("%w: %s on %s: %w", errNotVisibleYet, lookup[1], lookup[0], err)
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // Server error codes that mean "the cluster cannot serve this yet".
@@ -50,6 +80,9 @@ const (
 func jetStreamUnavailable(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
 		return false
+	}
+	if errors.Is(err, errNotVisibleYet) {
+		return true
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
 		return true

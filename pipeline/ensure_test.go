@@ -33,6 +33,8 @@ func TestJetStreamUnavailable(t *testing.T) {
 		{"system temporarily unavailable", live, api(errCodeClusterNotAvail), true},
 		{"no meta leader", live, api(errCodeClusterNotLeader), true},
 		{"not enough peers yet", live, api(errCodeClusterNoPeers), true},
+		{"consumer just created, not visible yet", live, fmt.Errorf("%w: x: %w", errNotVisibleYet, jetstream.ErrConsumerNotFound), true},
+		{"consumer missing", live, jetstream.ErrConsumerNotFound, false},
 		{"caller gave up", cancelled, context.DeadlineExceeded, false},
 		{"caller cancelled", cancelled, context.Canceled, false},
 		{"refused configuration", live, fmt.Errorf("%w: short window", ErrConfig), false},

@@ -1,0 +1,36 @@
+# rolecall worker: a static binary in an otherwise empty image.
+#
+# The build context is a directory holding the prebuilt binary `worker`
+# (CGO_ENABLED=0, so it needs no libc). Build it without a registry:
+#
+#   make image                              # or: go run ./integration/cmd/buildimages
+#
+# or by hand:
+#
+#   ctx=$(mktemp -d)
+#   CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$ctx/worker" ./cmd/worker
+#   docker build -f Dockerfile -t rolecall/worker:local "$ctx"
+#
+# Where a registry is reachable, a multi-stage build (FROM golang AS build,
+# then this stage with COPY --from=build) gives the same image.
+FROM scratch
+
+COPY worker /worker
+
+# The config root is mounted here read-only (docker-compose.yml mounts
+# ./examples); --root or ROLECALL_ROOT points elsewhere.
+ENV ROLECALL_ROOT=/config \
+    ROLECALL_HTTP=:8080
+WORKDIR /config
+
+# Non-root, numeric so that runtimes can check it without an /etc/passwd.
+USER 65532:65532
+
+# /healthz, /readyz (JSON), /metrics
+EXPOSE 8080
+
+# A scratch image has no shell or curl: the worker probes itself.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
+    CMD ["/worker", "healthcheck"]
+
+ENTRYPOINT ["/worker", "run"]
