@@ -659,6 +659,14 @@ func (env *envelope) check(typeOK func(string) bool, wantType string) *DecodeErr
 			return err
 		}
 	}
+	for _, a := range []struct {
+		name string
+		attr attr
+	}{{"id", env.id}, {"source", env.source}, {"type", env.typ}, {"subject", env.subject}, {"dataschema", env.dataSchema}} {
+		if len(a.attr.v) > MaxAttributeBytes {
+			return eventInvalid(a.name, ReasonTooLarge, "%s is %d bytes, over the %d-byte limit", a.name, len(a.attr.v), MaxAttributeBytes)
+		}
+	}
 	u, err := url.Parse(env.source.v)
 	if err != nil {
 		return eventInvalid("source", ReasonInvalidValue, "source %s is not a URI-reference", printable(env.source.v))
@@ -693,6 +701,9 @@ func (env *envelope) check(typeOK func(string) bool, wantType string) *DecodeErr
 		if s, ok := e.value.(string); ok && controlIndex(s) >= 0 {
 			return eventInvalid(e.name, ReasonInvalidValue, "extension %s has a control character", e.name)
 		}
+		if s, ok := e.value.(string); ok && len(s) > MaxAttributeBytes {
+			return eventInvalid(e.name, ReasonTooLarge, "extension %s is %d bytes, over the %d-byte limit", e.name, len(s), MaxAttributeBytes)
+		}
 	}
 	return nil
 }
@@ -711,7 +722,16 @@ func requiredString(name string, a attr) *DecodeError {
 
 // usable reports whether an id or source value can name the input (for
 // the outcome id): present, non-empty, without control characters.
-func usable(a attr) bool { return a.set && strings.TrimSpace(a.v) != "" && controlIndex(a.v) < 0 }
+func usable(a attr) bool {
+	return a.set && strings.TrimSpace(a.v) != "" && controlIndex(a.v) < 0 && len(a.v) <= MaxAttributeBytes
+}
+
+// MaxAttributeBytes bounds every string attribute of an incoming event.
+// Outcomes echo the input's id (causationid) and subject; without a bound
+// an 800 KB id would make every outcome exceed the server's max payload,
+// and the task would be retried until delivery_exhausted instead of
+// getting its typed failure.
+const MaxAttributeBytes = 1024
 
 // toEvent builds the sdk-go event from what was read: complete when
 // check passed, otherwise holding whatever attributes were readable. The

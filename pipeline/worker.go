@@ -375,6 +375,21 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 	if transient == nil {
 		var m *nats.Msg
 		m, d.pub, d.pubStart, transient = w.encode(ctx, id, inc, &out)
+		if transient == nil && out.Resolved != nil && tooLarge(w.js.Conn(), m) {
+			// A resolved spec too large for the server would be refused on
+			// every delivery; it is a typed failure, not a transient fault.
+			size := len(m.Data)
+			out.Failure = &events.FailureData{
+				TaskID: nonEmpty(&inc.Task.TaskID), Stage: resolve.StageMaterialize, Code: resolve.CodeMaterializeFailed,
+				Details: map[string]any{"reason": "outcome_too_large", "bytes": size, "max_payload": w.js.Conn().MaxPayload()},
+				Message: fmt.Sprintf("the resolved outcome is %d bytes, over the server's max payload of %d", size, w.js.Conn().MaxPayload()),
+			}
+			out.Resolved = nil
+			if d.pub != nil {
+				d.pub.End()
+			}
+			m, d.pub, d.pubStart, transient = w.encode(ctx, id, inc, &out)
+		}
 		if transient == nil {
 			d.future, transient = w.js.PublishMsgAsync(m)
 			if transient != nil {
@@ -737,4 +752,19 @@ func spanName(s resolve.Stage) string {
 	default:
 		return "rolecall." + string(s)
 	}
+}
+
+// tooLarge reports whether m cannot be published on nc at all. Header
+// bytes are estimated generously; the server enforces the exact limit.
+func tooLarge(nc *nats.Conn, m *nats.Msg) bool {
+	if nc == nil {
+		return false
+	}
+	size := len(m.Data) + len(m.Subject)
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			size += len(k) + len(v) + 4
+		}
+	}
+	return int64(size)+64 > nc.MaxPayload()
 }

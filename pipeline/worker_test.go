@@ -592,3 +592,17 @@ func TestShortDuplicateWindowRefused(t *testing.T) {
 		t.Fatalf("Ensure with a 5s duplicate window = %v, want ErrConfig", err)
 	}
 }
+
+func TestOutcomeTooLargeIsTyped(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxDataBytes = 900 << 10
+	h := newHarness(t, cfg)
+	h.start(loadSource(t, emptyRoot(t)), pipeline.Options{})
+	// A 400 KB extra prompt appears twice in the outcome (prompt_body and
+	// system_message) and once more in prompt_overlays: over 1 MiB.
+	h.submit(`{"task_id":"T-huge","role":"architect","overrides":{"extra_prompt":"`+strings.Repeat("z", 400<<10)+`"}}`, false)
+	f := failureOf(t, h.waitOutcomes(1, 10*time.Second)[0].ev)
+	if f.Code != resolve.CodeMaterializeFailed || f.Details["reason"] != "outcome_too_large" {
+		t.Errorf("got %s %v, want materialize_failed/outcome_too_large", f.Code, f.Details)
+	}
+}
