@@ -136,6 +136,14 @@ var dataOptions = json.JoinOptions(
 // data application/json). Headers carry content-type, Nats-Msg-Id =
 // meta.ID and traceparent/tracestate when set.
 func EncodeResolved(prefix string, meta OutcomeMeta, data *ResolvedData) (string, nats.Header, []byte, error) {
+	return AppendResolved(nil, prefix, meta, data)
+}
+
+// AppendResolved is EncodeResolved with the body appended to dst[:0]: it
+// reuses dst's array when that is large enough, so a publisher can pool
+// body buffers (the worker returns one when its PubAck has come). A nil
+// dst allocates the body, as EncodeResolved does.
+func AppendResolved(dst []byte, prefix string, meta OutcomeMeta, data *ResolvedData) (string, nats.Header, []byte, error) {
 	if data == nil {
 		return "", nil, nil, errors.New("events: EncodeResolved: nil data")
 	}
@@ -149,7 +157,7 @@ func EncodeResolved(prefix string, meta OutcomeMeta, data *ResolvedData) (string
 	if meta.TaskID == "" {
 		meta.TaskID = data.TaskID
 	}
-	h, body, err := encodeOutcome(TypeSpecResolved, SchemaResolved, meta, data)
+	h, body, err := encodeOutcome(dst, TypeSpecResolved, SchemaResolved, meta, data)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -160,6 +168,12 @@ func EncodeResolved(prefix string, meta OutcomeMeta, data *ResolvedData) (string
 // Details is encoded as {} and an empty Stage as Code.Stage(); data is
 // not modified.
 func EncodeFailed(prefix string, meta OutcomeMeta, data *FailureData) (string, nats.Header, []byte, error) {
+	return AppendFailed(nil, prefix, meta, data)
+}
+
+// AppendFailed is EncodeFailed with the body appended to dst[:0], like
+// AppendResolved.
+func AppendFailed(dst []byte, prefix string, meta OutcomeMeta, data *FailureData) (string, nats.Header, []byte, error) {
 	if data == nil {
 		return "", nil, nil, errors.New("events: EncodeFailed: nil data")
 	}
@@ -176,7 +190,7 @@ func EncodeFailed(prefix string, meta OutcomeMeta, data *FailureData) (string, n
 	if meta.TaskID == "" && d.TaskID != nil {
 		meta.TaskID = *d.TaskID
 	}
-	h, body, err := encodeOutcome(TypeSpecFailed, SchemaFailed, meta, &d)
+	h, body, err := encodeOutcome(dst, TypeSpecFailed, SchemaFailed, meta, &d)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -196,7 +210,7 @@ func validCode(c resolve.Code) bool {
 	return true
 }
 
-func encodeOutcome(typ, schema string, meta OutcomeMeta, data any) (nats.Header, []byte, error) {
+func encodeOutcome(dst []byte, typ, schema string, meta OutcomeMeta, data any) (nats.Header, []byte, error) {
 	if meta.ID == "" || controlIndex(meta.ID) >= 0 {
 		return nil, nil, errors.New("events: outcome id is required (without control characters)")
 	}
@@ -213,7 +227,7 @@ func encodeOutcome(typ, schema string, meta OutcomeMeta, data any) (nats.Header,
 	if meta.TraceParent == "" {
 		ev.traceState = ""
 	}
-	body, err := ev.write(data)
+	body, err := ev.appendTo(dst, data)
 	if err != nil {
 		return nil, nil, err
 	}

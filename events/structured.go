@@ -30,7 +30,11 @@ var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // write renders the event with data: a jsontext.Value is copied verbatim
 // (EncodeTask's data, which tests fill with duplicate names or invalid
 // UTF-8 on purpose), anything else is marshaled with dataOptions.
-func (ev *outEvent) write(data any) ([]byte, error) {
+func (ev *outEvent) write(data any) ([]byte, error) { return ev.appendTo(nil, data) }
+
+// appendTo is write with the body appended to dst[:0] (reusing its
+// array when it is large enough), for callers that pool body buffers.
+func (ev *outEvent) appendTo(dst []byte, data any) ([]byte, error) {
 	buf := buffers.Get().(*bytes.Buffer)
 	defer buffers.Put(buf)
 	buf.Reset()
@@ -78,5 +82,8 @@ func (ev *outEvent) write(data any) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events: encode %s event: %w", ev.typ, err)
 	}
-	return bytes.Clone(buf.Bytes()), nil
+	if dst == nil {
+		return bytes.Clone(buf.Bytes()), nil
+	}
+	return append(dst[:0], buf.Bytes()...), nil
 }
