@@ -74,7 +74,10 @@ type Worker struct {
 	ready bool
 }
 
-// New builds a worker; nothing touches the server until Run.
+// New builds a worker; nothing touches the server until Run. The worker
+// reuses an outcome's buffer once its PubAck has come, so publish
+// callbacks configured on js (jetstream.WithPublishAsyncAckHandler,
+// WithPublishAsyncErrHandler) must not read or keep the message.
 func New(js jetstream.JetStream, src SnapshotSource, cfg Config, opt Options) (*Worker, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
