@@ -44,7 +44,7 @@ func EnsureRetry(ctx context.Context, js jetstream.JetStream, c Config, log *slo
 }
 
 // errNotVisibleYet marks a consumer that was just created but is not yet
-// answered for: until its RAFT group has a leader, a clustered member may
+// served: until its RAFT group has a leader, a clustered member may
 // reply "consumer not found" to an info request (nats-server answers so on
 // purpose, after a delay that lets a leader speak first). Worker.Run looks
 // the dead-letter consumer up right after Ensure, and three workers
@@ -53,15 +53,24 @@ func EnsureRetry(ctx context.Context, js jetstream.JetStream, c Config, log *slo
 var errNotVisibleYet = errors.New("pipeline: consumer created but not visible yet")
 
 // visible checks that both consumers Ensure created answer an info
-// request, so the lookups that follow Ensure find them.
+// request and, when replicated, have a leader: the lookups that follow
+// Ensure find them, and the first pull requests reach a leader. A pull
+// request sent while a new consumer has no leader yet is lost without an
+// error, and nats.go asks again only after two missed heartbeats (30 s);
+// in the container tests that left one worker in three idle for the whole
+// run when the workers started together.
 func visible(ctx context.Context, js jetstream.JetStream, c Config) error {
 	c = c.withDefaults()
 	for _, lookup := range [][2]string{{c.TasksStream, c.Consumer}, {c.DeadLetter, c.Consumer + "-deadletter"}} {
-		if _, err := js.Consumer(ctx, lookup[0], lookup[1]); err != nil {
+		cons, err := js.Consumer(ctx, lookup[0], lookup[1])
+		if err != nil {
 			if errors.Is(err, jetstream.ErrConsumerNotFound) && c.CreateStreams {
 				return fmt.Errorf("%w: %s on %s: %w", errNotVisibleYet, lookup[1], lookup[0], err)
 			}
 			return err
+		}
+		if cl := cons.CachedInfo().Cluster; cl != nil && cl.Leader == "" {
+			return fmt.Errorf("%w: %s on %s has no leader yet", errNotVisibleYet, lookup[1], lookup[0])
 		}
 	}
 	return nil
