@@ -105,6 +105,8 @@ func (o Options) withDefaults() Options {
 type Stats struct {
 	// Loop is "pipeline" or "baseline".
 	Loop string `json:"loop"`
+	// Load1 is the machine's one-minute load average when the run began.
+	Load1 float64 `json:"load1"`
 	// Tasks published and outcomes found (exactly one per task, or the
 	// run is an error).
 	Tasks    int `json:"tasks"`
@@ -150,8 +152,13 @@ type Report struct {
 	// load, by p99 latency at an offered rate.
 	Pipeline Stats  `json:"pipeline"`
 	Baseline *Stats `json:"baseline,omitempty"`
-	// Ratio is pipeline / baseline throughput (medians), at peak load only.
+	// Ratio is pipeline / baseline throughput at peak load: the median of
+	// the repeats' ratios, each from a baseline and a pipeline run made
+	// back to back, so that a change in the machine's load between repeats
+	// (it is shared) moves both loops of a pair alike.
 	Ratio float64 `json:"ratio,omitempty"`
+	// Ratios are the repeats' ratios, in order.
+	Ratios []float64 `json:"ratios,omitempty"`
 	// Runs is every run in the order it ran.
 	Runs []Stats `json:"runs"`
 	// NATSErrors counts asynchronous client errors (a slow-consumer drop,
@@ -223,8 +230,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Baseline {
 		b := median(base, key)
 		rep.Baseline = &b
-		if b.Throughput > 0 && o.Rate <= 0 {
-			rep.Ratio = rep.Pipeline.Throughput / b.Throughput
+		if o.Rate <= 0 {
+			for i := range pipe {
+				if base[i].Throughput > 0 {
+					rep.Ratios = append(rep.Ratios, pipe[i].Throughput/base[i].Throughput)
+				}
+			}
+			if len(rep.Ratios) > 0 {
+				s := slices.Sorted(slices.Values(rep.Ratios))
+				rep.Ratio = s[(len(s)-1)/2]
+			}
 		}
 	}
 	return rep, nil
@@ -463,7 +478,7 @@ func (e *env) run(ctx context.Context, o Options, repeat int, l loop, tasks []ta
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	cfg := l.cfg
-	st := Stats{Loop: l.name, Tasks: len(tasks)}
+	st := Stats{Loop: l.name, Tasks: len(tasks), Load1: load1()}
 	if err := e.prepare(ctx, cfg); err != nil {
 		return st, err
 	}

@@ -112,6 +112,20 @@ func peakRSS() uint64 {
 	return 0
 }
 
+// load1 is the one-minute load average (0 where /proc is not available).
+func load1() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := bytes.Fields(b)
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(string(f[0]), 64)
+	return v
+}
+
 // Machine describes where the numbers were taken.
 type Machine struct {
 	CPUs       int    `json:"cpus"`

@@ -139,7 +139,11 @@ func printReport(w io.Writer, r *bench.Report) {
 	row(r.Pipeline)
 	_ = tw.Flush()
 	if r.Baseline != nil && r.Ratio > 0 {
-		fmt.Fprintf(w, "\nratio pipeline/baseline: %.2f\n", r.Ratio)
+		fmt.Fprintf(w, "\nratio pipeline/baseline: %.2f", r.Ratio)
+		if len(r.Ratios) > 1 {
+			fmt.Fprintf(w, " (median of the pairs' %.2f)", r.Ratios)
+		}
+		fmt.Fprintln(w)
 	}
 	if r.NATSErrors > 0 {
 		fmt.Fprintf(w, "warning: %d asynchronous NATS errors during the bench; the numbers are disturbed\n", r.NATSErrors)
