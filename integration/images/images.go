@@ -118,7 +118,7 @@ func Build(ctx context.Context, opt Options, imgs ...Image) error {
 		// not pile up dangling images. An image a container still uses is
 		// refused by the engine, which is fine.
 		if now, err := provider.Client().ImageInspect(ctx, img.Tag); err == nil && oldID != "" && now.ID != oldID {
-			_, _ = provider.Client().ImageRemove(ctx, oldID, client.ImageRemoveOptions{})
+			_, _ = provider.Client().ImageRemove(ctx, oldID, client.ImageRemoveOptions{PruneChildren: true})
 		}
 		fmt.Fprintf(opt.Log, "built %s\n", img.Tag)
 	}

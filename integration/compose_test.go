@@ -1,0 +1,179 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/testcontainers/testcontainers-go"
+
+	"github.com/rolecall/rolecall/events"
+)
+
+// composeCommand finds Docker Compose: the v2 plugin (`docker compose`)
+// or the v1 program (`docker-compose`, what Debian packages).
+func composeCommand(t *testing.T) []string {
+	t.Helper()
+	for _, cmd := range [][]string{{"docker", "compose"}, {"docker-compose"}} {
+		if err := exec.Command(cmd[0], append(cmd[1:], "version")...).Run(); err == nil {
+			return cmd
+		}
+	}
+	if os.Getenv("ROLECALL_REQUIRE_DOCKER") == "1" {
+		t.Fatal("ROLECALL_REQUIRE_DOCKER=1 but neither `docker compose` nor `docker-compose` runs")
+	}
+	t.Skip("no Docker Compose (neither `docker compose` nor `docker-compose`)")
+	return nil
+}
+
+// TestComposeUp brings docker-compose.yml up on the locally built images,
+// waits until the three workers report healthy (through the image's own
+// `worker healthcheck`), submits examples/tasks/architect.json through the
+// published port and checks its outcome, then takes everything down with
+// its volumes.
+func TestComposeUp(t *testing.T) {
+	imgs := setup(t)
+	compose := composeCommand(t)
+	port := freePorts(t, 1)[0]
+	project := composeProject()
+	env := append(os.Environ(),
+		"ROLECALL_WORKER_IMAGE="+imgs.Worker,
+		"ROLECALL_NATS_IMAGE="+imgs.NATS,
+		"ROLECALL_NATS_PORT="+strconv.Itoa(port),
+		"COMPOSE_PROJECT_NAME="+project,
+	)
+	run := func(args ...string) (string, error) {
+		full := append(append(append([]string{}, compose[1:]...), "-f", repoFile(imgs, "docker-compose.yml"), "-p", project), args...)
+		cmd := exec.Command(compose[0], full...)
+		cmd.Dir = imgs.Root
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run("config", "-q"); err != nil {
+		t.Fatalf("compose config: %v\n%s", err, out)
+	}
+	start := time.Now()
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := run("logs", "--no-color", "--tail", "40")
+			t.Logf("compose logs:\n%s", out)
+		}
+		if out, err := run("down", "-v", "--remove-orphans", "--timeout", "45"); err != nil {
+			t.Errorf("compose down: %v\n%s", err, out)
+		}
+	})
+	if out, err := run("up", "-d"); err != nil {
+		t.Fatalf("compose up: %v\n%s", err, out)
+	}
+
+	ctx := context.Background()
+	docker, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer docker.Close()
+	for _, svc := range []string{"worker-1", "worker-2", "worker-3"} {
+		out, err := run("ps", "-q", svc)
+		id := strings.TrimSpace(out)
+		if err != nil || id == "" {
+			t.Fatalf("compose ps %s: %q %v", svc, out, err)
+		}
+		waitHealthy(t, docker, svc, id, 2*time.Minute)
+	}
+	t.Logf("3 workers healthy %s after compose up", time.Since(start).Round(100*time.Millisecond))
+
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port), nats.IgnoreDiscoveredServers(),
+		nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(repoFile(imgs, "examples/tasks/architect.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, _, err := events.DecodeTaskData(data, events.DecodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := task.TaskID
+	id := fmt.Sprintf("compose-%d", time.Now().UnixNano())
+	header, body, err := events.EncodeTask(taskSource, id, data, "", "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcomes := make(chan *nats.Msg, 16)
+	sub, err := nc.ChanSubscribe("rolecall.specs.>", outcomes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := js.PublishMsg(pctx, &nats.Msg{Subject: "rolecall.tasks.architect", Header: header, Data: body}, jetstream.WithMsgID(taskSource+"/"+id)); err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	wantID := events.OutcomeID(taskSource, id)
+	timeout := time.After(time.Minute)
+	for {
+		select {
+		case m := <-outcomes:
+			if m.Header.Get(nats.MsgIdHdr) != wantID {
+				continue
+			}
+			ev, err := events.DecodeOutcome(m.Header, m.Data)
+			if err != nil {
+				t.Fatalf("outcome: %v", err)
+			}
+			if ev.Type() != events.TypeSpecResolved || ev.Subject() != want {
+				t.Fatalf("outcome type %s subject %s, want a resolved spec for %s:\n%s", ev.Type(), ev.Subject(), want, ev.Data())
+			}
+			if err := events.Validate(events.SchemaResolved, ev.Data()); err != nil {
+				t.Fatalf("outcome data: %v", err)
+			}
+			t.Logf("figures: scenario=compose outcome %s for %s %s after compose up", ev.Type(), want, time.Since(start).Round(100*time.Millisecond))
+			return
+		case <-timeout:
+			t.Fatalf("no outcome for %s within a minute of submitting it", id)
+		}
+	}
+}
+
+func waitHealthy(t *testing.T, docker client.APIClient, name, id string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		res, err := docker.ContainerInspect(context.Background(), id, client.ContainerInspectOptions{})
+		if err != nil {
+			t.Fatalf("inspect %s: %v", name, err)
+		}
+		st := res.Container.State
+		if st.Health != nil && st.Health.Status == "healthy" {
+			return
+		}
+		if time.Now().After(deadline) {
+			var last string
+			if st.Health != nil && len(st.Health.Log) > 0 {
+				last = st.Health.Log[len(st.Health.Log)-1].Output
+			}
+			t.Fatalf("%s not healthy after %s: running=%v health=%+v last check %q", name, within, st.Running, st.Health, last)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
