@@ -262,6 +262,9 @@ func (c *cluster) consumerInfo(ctx context.Context) (*jetstream.ConsumerInfo, er
 type figures struct {
 	Scenario string
 	Tasks    int // accepted by ROLECALL_TASKS
+	// Stored is the number of messages in ROLECALL_TASKS: a publish
+	// retried for want of a PubAck must still be one task.
+	Stored   int
 	Outcomes int // messages in ROLECALL_SPECS
 	Distinct int // distinct task ids among them
 	Resolved int
@@ -389,6 +392,11 @@ func (c *cluster) verify(ctx context.Context, scenario string, l *load, obs *obs
 			f.Duplicated++
 		}
 	}
+	ts, err := c.js.Stream(ctx, tasksStream)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	f.Stored = int(ts.CachedInfo().State.Msgs)
 	info, err := c.consumerInfo(ctx)
 	if err != nil {
 		c.t.Fatal(err)
@@ -411,6 +419,9 @@ func (f figures) check(t *testing.T) {
 		t.Errorf("%s: %d tasks, %d outcomes for %d distinct tasks: %d missing, %d duplicated; want exactly one each",
 			f.Scenario, f.Tasks, f.Outcomes, f.Distinct, f.Missing, f.Duplicated)
 	}
+	if f.Stored != f.Tasks {
+		t.Errorf("%s: %d tasks accepted but %d stored in %s: a retried publish became a second task", f.Scenario, f.Tasks, f.Stored, tasksStream)
+	}
 	if f.Wrong != 0 {
 		t.Errorf("%s: %d outcomes wrong (see above)", f.Scenario, f.Wrong)
 	}
@@ -423,9 +434,9 @@ func (f figures) check(t *testing.T) {
 // to FILE as a Markdown table row.
 func (f figures) report(t *testing.T, note string) {
 	t.Helper()
-	t.Logf("figures: scenario=%s tasks=%d outcomes=%d distinct=%d resolved=%d failed=%d duplicated=%d missing=%d "+
+	t.Logf("figures: scenario=%s tasks=%d stored=%d outcomes=%d distinct=%d resolved=%d failed=%d duplicated=%d missing=%d "+
 		"publishes_seen=%d suppressed=%d redeliveries=%d publish_retries=%d wall=%s (%s)",
-		f.Scenario, f.Tasks, f.Outcomes, f.Distinct, f.Resolved, f.Failed, f.Duplicated, f.Missing,
+		f.Scenario, f.Tasks, f.Stored, f.Outcomes, f.Distinct, f.Resolved, f.Failed, f.Duplicated, f.Missing,
 		f.PublishesSeen, f.Suppressed, f.Redeliveries, f.Retries, f.Wall.Round(100*time.Millisecond), note)
 	path := os.Getenv("ROLECALL_IT_FIGURES")
 	if path == "" {
