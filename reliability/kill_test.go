@@ -12,7 +12,7 @@ import (
 // duplicate window the worker requires.
 var workerLoadArgs = []string{"--ack-wait", "2s", "--concurrency", "4", "--log-level", "warn"}
 
-// TestKill9WorkerUnderLoad: 5,000 tasks arrive over ~3 s while two worker
+// TestKill9WorkerUnderLoad: 5,000 tasks arrive over ~1.5 s while two worker
 // processes share the consumer; ten times, at a random moment, one of them
 // is killed with SIGKILL and started again (the other one is always up).
 // Every task ends with exactly one outcome, and each is the right answer.
@@ -36,15 +36,20 @@ func TestKill9WorkerUnderLoad(t *testing.T) {
 	pubs := c.watchPublishes()
 
 	start := time.Now()
-	ids, submitted := c.submitPaced("k", tasks, 3*time.Second)
+	// Tasks arrive faster than two workers answer them, so each worker
+	// always holds a full fetch buffer and every kill strands some tasks.
+	ids, submitted := c.submitPaced("k", tasks, 1500*time.Millisecond)
 	var maxHWM int64
 	for i := range kills {
-		// One kill per 300 ms slot, at a random point in the slot; the
+		// One kill per 150 ms slot, at a random point in the slot; the
 		// victims alternate, and the survivor must be up before a kill.
-		at := time.Duration(i)*300*time.Millisecond + time.Duration(rng.Int64N(int64(200*time.Millisecond)))
+		at := time.Duration(i)*150*time.Millisecond + time.Duration(rng.Int64N(int64(100*time.Millisecond)))
 		time.Sleep(time.Until(start.Add(at)))
 		victim, other := i%2, 1-i%2
 		workers[other].waitReady(10 * time.Second)
+		// A victim killed before it bound the consumer held nothing: wait
+		// until it consumes, so the kill lands on fetched, unacked tasks.
+		workers[victim].waitReady(10 * time.Second)
 		done := c.specsCount()
 		if done >= tasks {
 			t.Fatalf("kill %d came after all tasks were answered; the test no longer kills under load", i+1)
