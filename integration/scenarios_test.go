@@ -69,8 +69,20 @@ func TestWorkerKilled(t *testing.T) {
 	obs := c.observe(c.nodes[0])
 
 	tasks := makeTasks("kill", 5000)
-	l := c.startLoad(ctx, tasks, 1500) // faster than the fleet: a backlog
+	l := c.startLoad(ctx, tasks, 5000) // faster than the fleet: a backlog
 	c.waitOutcomes(ctx, 1500, 2*time.Minute)
+	// Kill while the fleet holds fetched, unacknowledged tasks (a backlog
+	// spread over three workers), so the victim surely strands some.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		info, err := c.consumerInfo(ctx)
+		if err == nil && info.NumAckPending >= 60 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the fleet never held 60 unacknowledged tasks at once (last: %v, %v)", info, err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 	victim := ws[1]
 	c.signal(ctx, victim.c, "KILL")
 	victim.stopped = true
