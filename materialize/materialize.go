@@ -96,7 +96,7 @@ func AgentSpecFromResolved(r *resolve.ResolvedAgentSpec) (*AgentSpec, error) {
 	}
 	role := *r.Role
 	role.Emits = cloneStrings(role.Emits)
-	role.ArtifactDefaults = cloneMap(role.ArtifactDefaults)
+	role.ArtifactDefaults = resolve.CloneMap(role.ArtifactDefaults)
 	modes := make([]resolve.Mode, len(r.ModeDefs))
 	for i, m := range r.ModeDefs {
 		m.ConflictsWith = cloneStrings(m.ConflictsWith)
@@ -143,7 +143,7 @@ func Materialize(r *resolve.ResolvedAgentSpec, preamble string) (Materialized, e
 	m := Materialized{Envelope: RunEnvelope{
 		Bypass:           r.Bypass,
 		FastMode:         r.FastMode,
-		ArtifactDefaults: cloneMap(r.ArtifactDefaults),
+		ArtifactDefaults: resolve.CloneMap(r.ArtifactDefaults),
 		Timeout:          clonePtr(r.Timeout),
 		ResumeOnTimeout:  r.ResumeOnTimeout,
 	}}
@@ -180,36 +180,4 @@ func clonePtr[T any](p *T) *T {
 	}
 	v := *p
 	return &v
-}
-
-// cloneMap deep-copies a JSON-like mapping (nested maps and lists).
-func cloneMap(m map[string]any) map[string]any {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = cloneValue(v)
-	}
-	return out
-}
-
-func cloneValue(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		return cloneMap(v)
-	case []any:
-		if v == nil {
-			return v
-		}
-		out := make([]any, len(v))
-		for i, e := range v {
-			out[i] = cloneValue(e)
-		}
-		return out
-	case []string:
-		return cloneStrings(v)
-	default:
-		return v
-	}
 }

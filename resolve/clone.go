@@ -8,6 +8,11 @@ func clone[T any](s []T) []T {
 	return append(make([]T, 0, len(s)), s...)
 }
 
+// CloneMap deep-copies a JSON-like mapping (nested maps, lists and
+// scalars), preserving nil. The materializer uses it too, so one copy rule
+// serves both pure packages.
+func CloneMap(m map[string]any) map[string]any { return cloneMap(m) }
+
 // cloneMap deep-copies a JSON-like mapping (maps, slices, scalars).
 func cloneMap(m map[string]any) map[string]any {
 	if m == nil {
