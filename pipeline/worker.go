@@ -121,10 +121,16 @@ func (w *Worker) setReady(v bool) {
 }
 
 // Run consumes until ctx is cancelled, then drains: it stops fetching,
-// finishes and acknowledges the tasks it holds, and returns nil.
+// finishes and acknowledges the tasks it holds, and returns nil. A cluster
+// still electing its JetStream leaders is waited for (EnsureRetry), not a
+// reason to fail; cancellation during that wait returns nil.
 func (w *Worker) Run(ctx context.Context) error {
-	cons, err := Ensure(ctx, w.js, w.cfg)
+	cons, err := EnsureRetry(ctx, w.js, w.cfg, w.log)
 	if err != nil {
+		if ctx.Err() != nil {
+			w.log.Info("stopped before JetStream became available")
+			return nil
+		}
 		return err
 	}
 	dl, err := w.js.Consumer(ctx, w.cfg.DeadLetter, w.cfg.Consumer+"-deadletter")

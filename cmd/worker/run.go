@@ -125,15 +125,6 @@ func (c *runCmd) Run(ctx context.Context, g *globals) error {
 		defer stopHTTP()
 	}
 
-	// A cluster still electing its JetStream meta leader is waited for,
-	// not a reason to exit; Run's own Ensure then finds everything in place.
-	if _, err := pipeline.EnsureRetry(ctx, js, w.Config(), log); err != nil {
-		if ctx.Err() != nil {
-			log.Info("stopped before JetStream became available")
-			return nil
-		}
-		return err
-	}
 	log.Info("worker starting", "instance", instance, "concurrency", w.Config().Concurrency,
 		"tasks_stream", w.Config().TasksStream, "specs_stream", w.Config().SpecsStream, "snapshot", snap.Digest)
 	done := make(chan error, 1)
