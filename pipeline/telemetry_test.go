@@ -39,12 +39,8 @@ import (
 // redelivered by accident on a loaded machine: a stray redelivery would add
 // a second rolecall.process span and break the exact shapes asserted here.
 func telConfig() pipeline.Config {
-	c := pipeline.DefaultConfig()
+	c := testConfig()
 	c.AckWait = 10 * time.Second
-	c.MaxDeliver = 3
-	c.Backoff = []time.Duration{50 * time.Millisecond}
-	c.DuplicateWindow = time.Minute
-	c.Concurrency = 8
 	return c
 }
 
