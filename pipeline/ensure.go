@@ -56,9 +56,10 @@ var errNotVisibleYet = errors.New("pipeline: consumer created but not visible ye
 // request and, when replicated, have a leader: the lookups that follow
 // Ensure find them, and the first pull requests reach a leader. A pull
 // request sent while a new consumer has no leader yet is lost without an
-// error, and nats.go asks again only after two missed heartbeats (30 s);
-// in the container tests that left one worker in three idle for the whole
-// run when the workers started together.
+// error, and nats.go asks again only after two missed heartbeats (1 s
+// with the worker's pull heartbeat; 30 s with the library's default, which
+// in the container tests left one worker in three idle for a whole run
+// when the workers started together).
 func visible(ctx context.Context, js jetstream.JetStream, c Config) error {
 	c = c.withDefaults()
 	for _, lookup := range [][2]string{{c.TasksStream, c.Consumer}, {c.DeadLetter, c.Consumer + "-deadletter"}} {

@@ -175,15 +175,15 @@ func (w *Worker) Run(ctx context.Context) error {
 // The dead-letter path uses it: its handler publishes synchronously, which
 // is right for a stream that sees a message a day.
 func (w *Worker) consume(ctx context.Context, c jetstream.Consumer, n, batch int, handle func(jetstream.Msg)) error {
-	iter, err := c.Messages(jetstream.PullMaxMessages(batch))
+	iter, err := w.messages(c, batch)
 	if err != nil {
 		return fmt.Errorf("consume: %w", err)
 	}
-	stop := context.AfterFunc(ctx, iter.Drain)
+	stop := context.AfterFunc(ctx, iter.iter.Drain)
 	defer stop()
 	p := pool.New().WithMaxGoroutines(n)
 	for {
-		msg, err := w.next(iter)
+		msg, err := iter.next()
 		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 			break
 		}
@@ -196,24 +196,70 @@ func (w *Worker) consume(ctx context.Context, c jetstream.Consumer, n, batch int
 	return nil
 }
 
-// nextWait bounds one wait for a message. The iterator re-checks whether it
-// must ask the server for more only when Next is called: nats.go v1.55
-// skips that check while its previous pull request is still being sent,
-// and if every requested message arrives inside that window, no request is
-// outstanding and nothing asks again until the missing-heartbeat timer
-// fires (2 × 15 s). Returning from Next regularly makes the check happen.
-// Measured: without it, about one run in ten of `worker bench` stalled
-// 30 s; an idle worker pays one timer per interval.
-const nextWait = 50 * time.Millisecond
+// A pull iterator is driven by two timers of its own, and the worker's
+// waits in Next must leave both able to act.
+//
+//   - nats.go v1.55 re-checks whether to ask the server for more only when
+//     Next runs; it skips that check while its previous pull request is
+//     still being sent, and if every requested message arrives inside that
+//     window no request is outstanding. Returning from Next soon after the
+//     last message (minNextWait) makes the check happen again. Measured:
+//     without it, one `worker bench` run in ten stalled.
+//   - A request that is lost — sent while the consumer has no leader, or
+//     refused with a status the client does not count as an answer —
+//     leaves the iterator believing a request is outstanding. Only the
+//     missing-heartbeat timer recovers from that, and it lives inside one
+//     Next call: it fires after 2 × pullHeartbeat of silence. So while idle
+//     the wait grows to maxNextWait, longer than that. Waiting at most
+//     50 ms forever, as the worker once did, kept the timer from ever
+//     firing, and a stream-leader restart in the container tests left
+//     every worker idle with thousands of tasks pending.
+//
+// A waiting request makes the server send a heartbeat every
+// pullHeartbeat, so an idle worker costs the broker two small messages a
+// second per iterator.
+const (
+	minNextWait   = 50 * time.Millisecond
+	maxNextWait   = 2 * time.Second
+	pullHeartbeat = 500 * time.Millisecond
+)
+
+// puller wraps a pull iterator with the waiting policy above.
+type puller struct {
+	iter   jetstream.MessagesContext
+	log    *slog.Logger
+	wait   time.Duration
+	silent bool // a missing heartbeat was reported and no message came since
+}
+
+func (w *Worker) messages(c jetstream.Consumer, batch int) (*puller, error) {
+	iter, err := c.Messages(jetstream.PullMaxMessages(batch), jetstream.PullHeartbeat(pullHeartbeat))
+	if err != nil {
+		return nil, err
+	}
+	return &puller{iter: iter, log: w.log, wait: minNextWait}, nil
+}
 
 // next returns the iterator's next message; nil error means a message.
-// Timeouts are the regular wake-ups of nextWait; heartbeat and reconnect
-// errors are reported and survived (the iterator pulls again once the
-// connection is back).
-func (w *Worker) next(iter jetstream.MessagesContext) (jetstream.Msg, error) {
-	msg, err := iter.Next(jetstream.NextMaxWait(nextWait))
-	if err != nil && !errors.Is(err, jetstream.ErrMsgIteratorClosed) && !errors.Is(err, nats.ErrTimeout) {
-		w.log.Warn("fetch", "error", err)
+// Timeouts are the regular wake-ups; heartbeat and reconnect errors are
+// reported and survived (the iterator pulls again on the next call).
+func (p *puller) next() (jetstream.Msg, error) {
+	msg, err := p.iter.Next(jetstream.NextMaxWait(p.wait))
+	switch {
+	case err == nil:
+		p.wait, p.silent = minNextWait, false
+	case errors.Is(err, nats.ErrTimeout):
+		p.wait = min(2*p.wait, maxNextWait)
+	case errors.Is(err, jetstream.ErrMsgIteratorClosed):
+	case errors.Is(err, jetstream.ErrNoHeartbeat):
+		// Once per silence: while the broker is unreachable this repeats
+		// every two heartbeats.
+		if !p.silent {
+			p.log.Warn("no heartbeat from the consumer; asking for messages again", "error", err)
+		}
+		p.silent = true
+	default:
+		p.log.Warn("fetch", "error", err)
 	}
 	return msg, err
 }
@@ -227,11 +273,11 @@ func (w *Worker) next(iter jetstream.MessagesContext) (jetstream.Msg, error) {
 // goroutines keep the CPU busy while up to MaxInFlight tasks overlap
 // their round trips.
 func (w *Worker) consumeTasks(ctx, work context.Context, c jetstream.Consumer) error {
-	iter, err := c.Messages(jetstream.PullMaxMessages(w.cfg.FetchBatch))
+	iter, err := w.messages(c, w.cfg.FetchBatch)
 	if err != nil {
 		return fmt.Errorf("consume: %w", err)
 	}
-	stop := context.AfterFunc(ctx, iter.Drain)
+	stop := context.AfterFunc(ctx, iter.iter.Drain)
 	defer stop()
 
 	// A slot is taken before a message is handed on and given back when
@@ -267,7 +313,7 @@ func (w *Worker) consumeTasks(ctx, work context.Context, c jetstream.Consumer) e
 	}()
 
 	for {
-		msg, err := w.next(iter)
+		msg, err := iter.next()
 		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 			break
 		}

@@ -3,6 +3,9 @@
 package natstest
 
 import (
+	"fmt"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,4 +55,88 @@ func Connect(tb testing.TB, s *server.Server, opts ...nats.Option) *nats.Conn {
 	}
 	tb.Cleanup(nc.Close)
 	return nc
+}
+
+// Cluster is a set of routed JetStream servers started by StartCluster.
+type Cluster struct {
+	tb      testing.TB
+	Servers []*server.Server
+	opts    []server.Options
+}
+
+// StartCluster runs n JetStream servers routed into one cluster on
+// loopback ports, named n1…nN, and waits until the cluster has a
+// JetStream meta leader. Every server stops when the test ends; a test may
+// shut one down earlier and Restart it.
+func StartCluster(tb testing.TB, n int) *Cluster {
+	tb.Helper()
+	ports := reservePorts(tb, 2*n)
+	routes := make([]string, n)
+	for i := range n {
+		routes[i] = fmt.Sprintf("nats://127.0.0.1:%d", ports[n+i])
+	}
+	c := &Cluster{tb: tb, Servers: make([]*server.Server, n), opts: make([]server.Options, n)}
+	for i := range n {
+		c.Servers[i] = Start(tb, func(o *server.Options) {
+			o.ServerName = fmt.Sprintf("n%d", i+1)
+			o.Port = ports[i]
+			o.Cluster = server.ClusterOpts{Name: "natstest", Host: "127.0.0.1", Port: ports[n+i]}
+			o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
+			c.opts[i] = *o
+		})
+	}
+	c.WaitForMetaLeader()
+	return c
+}
+
+// Restart starts server i again on its ports and store directory; the
+// caller has shut it down.
+func (c *Cluster) Restart(i int) *server.Server {
+	c.tb.Helper()
+	c.Servers[i] = Start(c.tb, func(o *server.Options) { *o = c.opts[i] })
+	return c.Servers[i]
+}
+
+// WaitForMetaLeader waits until a running server leads the JetStream meta
+// group and every running server is current with it.
+func (c *Cluster) WaitForMetaLeader() {
+	c.tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		leader, current := false, true
+		for _, s := range c.Servers {
+			if !s.Running() {
+				continue
+			}
+			leader = leader || s.JetStreamIsLeader()
+			current = current && s.JetStreamIsCurrent()
+		}
+		if leader && current {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.tb.Fatal("natstest: cluster has no JetStream meta leader after 30s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// reservePorts finds n free loopback ports. Another process may take one
+// before it is used; for tests on one machine that risk is accepted.
+func reservePorts(tb testing.TB, n int) []int {
+	tb.Helper()
+	ports := make([]int, n)
+	lns := make([]net.Listener, n)
+	for i := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatalf("natstest: reserve port: %v", err)
+		}
+		lns[i] = ln
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return ports
 }
