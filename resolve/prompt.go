@@ -11,12 +11,13 @@ const BlockSeparator = "\n\n"
 // JoinBlocks trims each block and joins the non-empty ones with exactly
 // BlockSeparator; empty blocks add nothing.
 func JoinBlocks(blocks ...string) string {
-	n := 0
+	var m blockWriter
+	m.mode = measuring
 	for _, blk := range blocks {
-		n += len(blk) + len(BlockSeparator)
+		m.block(blk)
 	}
-	var w blockWriter
-	w.b.Grow(n)
+	w := blockWriter{}
+	w.b.Grow(m.n)
 	for _, blk := range blocks {
 		w.block(blk)
 	}
@@ -26,8 +27,11 @@ func JoinBlocks(blocks ...string) string {
 // DirectiveBlock renders a pack entry's directives: the non-empty sections
 // among Authority, Boundaries and "Escalate when", joined by BlockSeparator.
 func DirectiveBlock(d Directives) string {
+	var m blockWriter
+	m.mode = measuring
+	m.directives(d)
 	var w blockWriter
-	w.b.Grow(directiveSize(d))
+	w.b.Grow(m.n)
 	w.directives(d)
 	return w.b.String()
 }
@@ -35,15 +39,48 @@ func DirectiveBlock(d Directives) string {
 // CastsPrompt composes a casts or overlay prompt: Role body, each Mode's
 // behaviors in order, the directive block, then the overlays in order.
 func CastsPrompt(roleBody string, modes []Mode, d Directives, overlays ...string) string {
-	n := len(roleBody) + directiveSize(d) + len(BlockSeparator)
-	for _, m := range modes {
-		n += len(m.Behaviors) + len(BlockSeparator)
-	}
-	for _, o := range overlays {
-		n += len(o) + len(BlockSeparator)
-	}
+	// A measuring pass first sizes the builder exactly, so the prompt is
+	// one allocation of its own length.
+	m := blockWriter{mode: measuring}
+	m.casts(roleBody, modes, d, overlays)
 	var w blockWriter
-	w.b.Grow(n)
+	w.b.Grow(m.n)
+	w.casts(roleBody, modes, d, overlays)
+	return w.b.String()
+}
+
+// CastsPromptMatches reports whether CastsPrompt(roleBody, modes, d,
+// overlays...) == want, comparing while it composes instead of building
+// the prompt: it allocates nothing. The materializer uses it to check a
+// resolved prompt_body.
+func CastsPromptMatches(want, roleBody string, modes []Mode, d Directives, overlays ...string) bool {
+	w := blockWriter{mode: comparing, want: want}
+	w.casts(roleBody, modes, d, overlays)
+	return w.match && w.n == len(want)
+}
+
+// writeMode selects what a blockWriter does with the text it renders.
+type writeMode uint8
+
+const (
+	building  writeMode = iota // append to b
+	measuring                  // count bytes in n
+	comparing                  // match against want, counting matched bytes in n
+)
+
+// blockWriter renders blocks straight into one builder, so a prompt costs
+// one allocation however many blocks it has. The same rendering code
+// measures and compares, so the three can never disagree on the text.
+type blockWriter struct {
+	b     strings.Builder
+	mode  writeMode
+	n     int    // bytes written (measuring, comparing)
+	want  string // comparing: the expected text
+	match bool   // comparing: false once a write differed from want
+}
+
+func (w *blockWriter) casts(roleBody string, modes []Mode, d Directives, overlays []string) {
+	w.match = true
 	w.block(roleBody)
 	for _, m := range modes {
 		w.block(m.Behaviors)
@@ -52,13 +89,32 @@ func CastsPrompt(roleBody string, modes []Mode, d Directives, overlays ...string
 	for _, o := range overlays {
 		w.block(o)
 	}
-	return w.b.String()
 }
 
-// blockWriter renders blocks straight into one builder, so a prompt costs
-// one allocation however many blocks it has. Callers Grow it to an upper
-// bound first.
-type blockWriter struct{ b strings.Builder }
+func (w *blockWriter) write(s string) {
+	switch w.mode {
+	case building:
+		w.b.WriteString(s)
+	case measuring:
+		w.n += len(s)
+	default:
+		if !w.match {
+			return
+		}
+		if len(w.want)-w.n < len(s) || w.want[w.n:w.n+len(s)] != s {
+			w.match = false
+			return
+		}
+		w.n += len(s)
+	}
+}
+
+func (w *blockWriter) len() int {
+	if w.mode == building {
+		return w.b.Len()
+	}
+	return w.n
+}
 
 // block appends s trimmed, after a separator when something precedes it;
 // a block that trims to nothing adds nothing.
@@ -68,12 +124,12 @@ func (w *blockWriter) block(s string) {
 		return
 	}
 	w.sep()
-	w.b.WriteString(s)
+	w.write(s)
 }
 
 func (w *blockWriter) sep() {
-	if w.b.Len() > 0 {
-		w.b.WriteString(BlockSeparator)
+	if w.len() > 0 {
+		w.write(BlockSeparator)
 	}
 }
 
@@ -96,38 +152,20 @@ func (w *blockWriter) section(heading, lead string, lines []string) {
 		return
 	}
 	w.sep()
-	w.b.WriteString(heading)
+	w.write(heading)
 	if lead != "" {
-		w.b.WriteString("\n")
-		w.b.WriteString(lead)
+		w.write("\n")
+		w.write(lead)
 	}
 	last := len(lines) - 1
 	for _, l := range lines[:last] {
-		w.b.WriteString("\n- ")
-		w.b.WriteString(l)
+		w.write("\n- ")
+		w.write(l)
 	}
 	if l := strings.TrimRightFunc(lines[last], unicode.IsSpace); l == "" {
-		w.b.WriteString("\n-")
+		w.write("\n-")
 	} else {
-		w.b.WriteString("\n- ")
-		w.b.WriteString(l)
+		w.write("\n- ")
+		w.write(l)
 	}
-}
-
-// directiveSize bounds the rendered directive block, separators included.
-func directiveSize(d Directives) int {
-	n := 0
-	for i, lines := range [][]string{d.Authority, d.Boundaries, d.Escalations} {
-		if len(lines) == 0 {
-			continue
-		}
-		n += len(BlockSeparator) + len("## Escalate when")
-		if i == 2 {
-			n += 1 + len(escalateLead)
-		}
-		for _, l := range lines {
-			n += len("\n- ") + len(l)
-		}
-	}
-	return n
 }

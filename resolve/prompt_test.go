@@ -269,5 +269,34 @@ func TestPropertyPromptMatchesSpec(t *testing.T) {
 		if got := resolve.CastsPrompt(body, modes, d, overlays...); got != want {
 			t.Fatalf("CastsPrompt:\n got %q\nwant %q", got, want)
 		}
+		if !resolve.CastsPromptMatches(want, body, modes, d, overlays...) {
+			t.Fatalf("CastsPromptMatches(%q) = false for the prompt it composes", want)
+		}
+		// Any other text is a mismatch: one byte more, one less, one changed.
+		other := []string{want + "x", want + "\n", "x" + want}
+		if want != "" {
+			other = append(other, want[:len(want)-1], want[1:], want[:len(want)/2]+"\x00"+want[len(want)/2+1:])
+		}
+		for _, o := range other {
+			if resolve.CastsPromptMatches(o, body, modes, d, overlays...) {
+				t.Fatalf("CastsPromptMatches(%q) = true; the prompt is %q", o, want)
+			}
+		}
 	})
+}
+
+// TestPromptAllocations: composing a prompt is one allocation (a measuring
+// pass sizes the builder), and checking one is none.
+func TestPromptAllocations(t *testing.T) {
+	modes := []resolve.Mode{{Name: "a", Behaviors: "  Step by step.\n"}, {Name: "b", Behaviors: "Assume it failed."}}
+	d := resolve.Directives{Authority: []string{"Decide."}, Boundaries: []string{"No code.", "No merges.  "}, Escalations: []string{"Conflict."}}
+	body := "\n# Role\n\nYou are the architect.\n"
+	overlays := []string{"Prefer boring technology.", "Decide by Friday."}
+	got := resolve.CastsPrompt(body, modes, d, overlays...)
+	if n := testing.AllocsPerRun(100, func() { _ = resolve.CastsPrompt(body, modes, d, overlays...) }); n != 1 {
+		t.Errorf("CastsPrompt: %v allocations, want 1", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = resolve.CastsPromptMatches(got, body, modes, d, overlays...) }); n != 0 {
+		t.Errorf("CastsPromptMatches: %v allocations, want 0", n)
+	}
 }
