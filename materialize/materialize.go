@@ -75,24 +75,8 @@ func failed(format string, args ...any) *Error {
 // The AgentSpec shares no slice, map or pointer with r (ADR-0043: adapters
 // keep the defensive-copy rule).
 func AgentSpecFromResolved(r *resolve.ResolvedAgentSpec) (*AgentSpec, error) {
-	if r == nil {
-		return nil, failed("no resolved spec")
-	}
-	if r.PromptDisposition == resolve.PromptReplacement || r.Identity.Kind != resolve.IdentityCasts {
-		return nil, failed("identity %q is a replacement; it has no Role-backed AgentSpec", r.Identity.Name)
-	}
-	if r.Role == nil || len(r.ModeDefs) != len(r.Identity.Modes) {
-		return nil, failed("resolved spec for %q does not carry its Profile", r.Identity.Name)
-	}
-	// The Profile must be the one the identity names, in order; otherwise
-	// the AgentSpec would describe an agent other than the resolved one.
-	if r.Role.Name != r.Identity.Name {
-		return nil, failed("resolved spec names role %q but carries role %q", r.Identity.Name, r.Role.Name)
-	}
-	for i, m := range r.ModeDefs {
-		if m.Name != r.Identity.Modes[i] {
-			return nil, failed("resolved spec for %q names mode %q at %d but carries %q", r.Identity.Name, r.Identity.Modes[i], i, m.Name)
-		}
+	if err := checkProfile(r); err != nil {
+		return nil, err
 	}
 	role := *r.Role
 	role.Emits = cloneStrings(role.Emits)
@@ -122,6 +106,70 @@ func AgentSpecFromResolved(r *resolve.ResolvedAgentSpec) (*AgentSpec, error) {
 	}, nil
 }
 
+// checkProfile is AgentSpecFromResolved's validation: r is a casts or
+// overlay identity that carries its own Profile (Role + Modes, in order).
+func checkProfile(r *resolve.ResolvedAgentSpec) error {
+	if r == nil {
+		return failed("no resolved spec")
+	}
+	if r.PromptDisposition == resolve.PromptReplacement || r.Identity.Kind != resolve.IdentityCasts {
+		return failed("identity %q is a replacement; it has no Role-backed AgentSpec", r.Identity.Name)
+	}
+	if r.Role == nil || len(r.ModeDefs) != len(r.Identity.Modes) {
+		return failed("resolved spec for %q does not carry its Profile", r.Identity.Name)
+	}
+	// The Profile must be the one the identity names, in order; otherwise
+	// the AgentSpec would describe an agent other than the resolved one.
+	if r.Role.Name != r.Identity.Name {
+		return failed("resolved spec names role %q but carries role %q", r.Identity.Name, r.Role.Name)
+	}
+	for i, m := range r.ModeDefs {
+		if m.Name != r.Identity.Modes[i] {
+			return failed("resolved spec for %q names mode %q at %d but carries %q", r.Identity.Name, r.Identity.Modes[i], i, m.Name)
+		}
+	}
+	return nil
+}
+
+// rebuildsPrompt reports whether the AgentSpec that AgentSpecFromResolved
+// makes from r would rebuild r.PromptBody (BuildSystemMessage), without
+// making it: the text is compared as it is composed.
+func rebuildsPrompt(r *resolve.ResolvedAgentSpec) bool {
+	// BuildSystemMessage composes the overlays as one block, their join.
+	// When each overlay is a non-empty trimmed block (always, from
+	// Resolve), that block is the overlays as blocks of their own, and
+	// nothing need be joined.
+	overlays := r.PromptOverlays
+	for _, o := range overlays {
+		if o == "" || strings.TrimSpace(o) != o {
+			overlays = []string{strings.Join(r.PromptOverlays, resolve.BlockSeparator)}
+			break
+		}
+	}
+	return resolve.CastsPromptMatches(r.PromptBody, r.Role.Body, r.ModeDefs, r.Directives, overlays...)
+}
+
+// check is Materialize's validation of r, building nothing.
+func check(r *resolve.ResolvedAgentSpec) error {
+	if r == nil {
+		return failed("no resolved spec")
+	}
+	switch r.PromptDisposition {
+	case resolve.PromptReplacement:
+		return nil
+	case resolve.PromptCasts, resolve.PromptOverlay:
+		if err := checkProfile(r); err != nil {
+			return err
+		}
+		if !rebuildsPrompt(r) {
+			return failed("rebuilt prompt for %q differs from the resolved prompt_body", r.Identity.Name)
+		}
+		return nil
+	default:
+		return failed("unknown prompt disposition %q", r.PromptDisposition)
+	}
+}
+
 // SystemMessage prepends the preamble when lion_system is set:
 // preamble + "\n\n" + body. An empty preamble adds nothing.
 func SystemMessage(preamble string, lionSystem bool, body string) string {
@@ -137,8 +185,8 @@ func SystemMessage(preamble string, lionSystem bool, body string) string {
 // For casts and overlays it checks that the rebuilt prompt equals
 // prompt_body, so a materializer can never silently reinterpret resolution.
 func Materialize(r *resolve.ResolvedAgentSpec, preamble string) (Materialized, error) {
-	if r == nil {
-		return Materialized{}, failed("no resolved spec")
+	if err := check(r); err != nil {
+		return Materialized{}, err
 	}
 	m := Materialized{Envelope: RunEnvelope{
 		Bypass:           r.Bypass,
@@ -147,23 +195,29 @@ func Materialize(r *resolve.ResolvedAgentSpec, preamble string) (Materialized, e
 		Timeout:          clonePtr(r.Timeout),
 		ResumeOnTimeout:  r.ResumeOnTimeout,
 	}}
-	switch r.PromptDisposition {
-	case resolve.PromptReplacement:
+	if r.PromptDisposition == resolve.PromptReplacement {
 		m.RawPrompt = r.PromptBody
-	case resolve.PromptCasts, resolve.PromptOverlay:
+	} else {
 		spec, err := AgentSpecFromResolved(r)
 		if err != nil {
 			return Materialized{}, err
 		}
-		if got := spec.BuildSystemMessage(); got != r.PromptBody {
-			return Materialized{}, failed("rebuilt prompt for %q differs from the resolved prompt_body", r.Identity.Name)
-		}
 		m.Spec = spec
-	default:
-		return Materialized{}, failed("unknown prompt disposition %q", r.PromptDisposition)
 	}
 	m.SystemMessage = SystemMessage(preamble, r.LionSystem, r.PromptBody)
 	return m, nil
+}
+
+// MaterializeSystemMessage is Materialize(r, preamble).SystemMessage, with
+// the same error, for a caller that needs only the system message: it runs
+// every check Materialize runs but builds neither the AgentSpec nor the
+// envelope, so it allocates only the message (none when lion_system is
+// off or the preamble is empty).
+func MaterializeSystemMessage(r *resolve.ResolvedAgentSpec, preamble string) (string, error) {
+	if err := check(r); err != nil {
+		return "", err
+	}
+	return SystemMessage(preamble, r.LionSystem, r.PromptBody), nil
 }
 
 // cloneStrings copies a slice, keeping nil (absent) apart from empty.
