@@ -390,11 +390,14 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 	// started afterwards with the times they really began.
 	ceParent, ceState := extensionContext(inc.Event.Extensions())
 	parent := telemetry.ExtractTask(ctx, w.opt.Propagator, header, ceParent, ceState)
-	ctx, span = w.tracer.Start(parent, telemetry.SpanProcess, trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithTimestamp(start))
+	ctx, span = w.tracer.Start(parent, telemetry.SpanProcess, consumerKind, trace.WithTimestamp(start))
 	recording := span.IsRecording()
+	// The process span's attributes are gathered and set in two calls
+	// (here and in finish): each SetAttributes grows the span's slice.
+	var attrs [8]attribute.KeyValue
+	procAttrs := attrs[:0]
 	if recording {
-		span.SetAttributes(taskAttrs(msg.Subject(), &inc)...)
+		procAttrs = taskAttrs(procAttrs, msg.Subject(), &inc)
 	}
 
 	_, dspan := w.tracer.Start(ctx, telemetry.SpanDecode, trace.WithTimestamp(decodeStart))
@@ -407,14 +410,17 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 		snap := w.src.Snapshot()
 		out = Handle(snap, inc.Task, inc.Ref, w.observer(ctx))
 		if recording {
-			span.SetAttributes(attribute.String(telemetry.AttrSnapshotDigest, snap.Digest))
+			procAttrs = append(procAttrs, attribute.String(telemetry.AttrSnapshotDigest, snap.Digest))
 		}
 	}
-	if recording && out.Role != "" {
-		span.SetAttributes(attribute.String(telemetry.AttrRole, out.Role))
-	}
-	if recording && out.Pack != "" {
-		span.SetAttributes(attribute.String(telemetry.AttrPack, out.Pack))
+	if recording {
+		if out.Role != "" {
+			procAttrs = append(procAttrs, attribute.String(telemetry.AttrRole, out.Role))
+		}
+		if out.Pack != "" {
+			procAttrs = append(procAttrs, attribute.String(telemetry.AttrPack, out.Pack))
+		}
+		span.SetAttributes(procAttrs...)
 	}
 
 	var id string
@@ -525,21 +531,18 @@ func (w *Worker) finish(d *delivery, ack *jetstream.PubAck, allocs *pool.Pool) {
 		w.log.WarnContext(ctx, "ack failed", "task_id", d.taskID, "error", err)
 	}
 	outcome, code := telemetry.OutcomeResolved, ""
+	var last attribute.KeyValue // the error code or the inputs digest
 	if out.Failure != nil {
 		outcome, code = telemetry.OutcomeFailed, string(out.Failure.Code)
 		span.SetStatus(codes.Error, code)
-		if span.IsRecording() {
-			span.SetAttributes(attribute.String(telemetry.AttrErrorCode, code))
-		}
+		last = attribute.String(telemetry.AttrErrorCode, code)
 		w.log.InfoContext(ctx, "task failed", "task_id", d.taskID, "code", code, "stage", out.Failure.Stage)
 	} else {
-		if span.IsRecording() {
-			span.SetAttributes(attribute.String(telemetry.AttrInputsDigest, out.Resolved.InputsDigest))
-		}
+		last = attribute.String(telemetry.AttrInputsDigest, out.Resolved.InputsDigest)
 		w.log.DebugContext(ctx, "task resolved", "task_id", d.taskID, "model", out.Resolved.Model)
 	}
 	if span.IsRecording() {
-		span.SetAttributes(attribute.String(telemetry.AttrOutcome, outcome))
+		span.SetAttributes(last, attribute.String(telemetry.AttrOutcome, outcome))
 	}
 	if in := w.opt.Instruments; in != nil {
 		in.TaskDone(ctx, outcome, code)
@@ -595,7 +598,7 @@ func (w *Worker) release(ctx context.Context, span trace.Span, keepAlive *time.T
 // An error means nothing is to be published; the span is then already
 // ended when it is nil.
 func (w *Worker) encode(ctx context.Context, id string, inc events.Incoming, out *Outcome) (*nats.Msg, trace.Span, time.Time, error) {
-	ctx, span := w.tracer.Start(ctx, telemetry.SpanPublish, trace.WithSpanKind(trace.SpanKindProducer))
+	ctx, span := w.tracer.Start(ctx, telemetry.SpanPublish, producerKind)
 	start := time.Now()
 
 	meta := events.OutcomeMeta{
@@ -645,6 +648,12 @@ func (w *Worker) encode(ctx context.Context, id string, inc events.Incoming, out
 	// The encoder sets Nats-Msg-Id = id, which JetStream deduplicates on.
 	return &nats.Msg{Subject: subject, Header: h, Data: body}, span, start, nil
 }
+
+// Span kinds as start options made once: building one per span allocates.
+var (
+	consumerKind = trace.WithSpanKind(trace.SpanKindConsumer)
+	producerKind = trace.WithSpanKind(trace.SpanKindProducer)
+)
 
 // bodyPool recycles outcome bodies: each is several kilobytes (the prompt
 // appears twice), and allocating one per task showed as about a tenth of
@@ -747,8 +756,7 @@ func (w *Worker) stageEnd(ctx context.Context, span trace.Span, stage resolve.St
 
 // taskAttrs are the process span's attributes known when it starts. A value
 // the message did not carry is left out rather than recorded as "".
-func taskAttrs(subject string, inc *events.Incoming) []attribute.KeyValue {
-	a := make([]attribute.KeyValue, 0, 5)
+func taskAttrs(a []attribute.KeyValue, subject string, inc *events.Incoming) []attribute.KeyValue {
 	a = append(a, telemetry.MessagingSystemNATS, attribute.String(telemetry.AttrMessagingDestination, subject))
 	for _, kv := range [...]struct{ k, v string }{
 		{telemetry.AttrEventID, inc.ID},
