@@ -5,10 +5,10 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"hash"
 	"math"
-
+	"slices"
 	"strconv"
+	"unicode/utf8"
 )
 
 // DigestPrefix starts every digest string.
@@ -31,142 +31,122 @@ const (
 	tagJSON
 )
 
-// enc feeds the canonical encoding to the hash through a fixed buffer, so
-// encoding allocates nothing per value (a []byte(s) conversion per string
-// would).
-type enc struct {
-	h   hash.Hash
-	buf []byte
-	mem [512]byte
-}
+// canon is the canonical encoding being built. Its methods append and
+// return the grown slice, like append itself, so a caller can keep the
+// bytes in a stack array: the per-task digest then hashes its whole
+// encoding in one call and allocates only the digest string.
+type canon []byte
 
-func newEnc() *enc {
-	e := &enc{h: sha256.New()}
-	e.buf = e.mem[:0]
-	return e
-}
-
-func (e *enc) flush() {
-	e.h.Write(e.buf)
-	e.buf = e.buf[:0]
-}
-
-func (e *enc) sum() string {
-	e.flush()
-	var s [sha256.Size]byte
+// digest is "sha256:" and the hex of the SHA-256 of the encoding.
+func (e canon) digest() string {
+	sum := sha256.Sum256(e)
 	var out [len(DigestPrefix) + 2*sha256.Size]byte
 	copy(out[:], DigestPrefix)
-	hex.Encode(out[len(DigestPrefix):], e.h.Sum(s[:0]))
+	hex.Encode(out[len(DigestPrefix):], sum[:])
 	return string(out[:])
 }
 
-// raw appends bytes of s, flushing whenever the buffer is full.
-func (e *enc) raw(s string) {
-	for len(s) > 0 {
-		if len(e.buf) == cap(e.buf) {
-			e.flush()
-		}
-		n := copy(e.buf[len(e.buf):cap(e.buf)], s)
-		e.buf = e.buf[:len(e.buf)+n]
-		s = s[n:]
-	}
+func (e canon) tag(t byte) canon { return append(e, t) }
+
+func (e canon) uint(n uint64) canon { return binary.BigEndian.AppendUint64(e, n) }
+
+func (e canon) str(s string) canon {
+	e = append(e, tagString)
+	e = e.uint(uint64(len(s)))
+	return append(e, s...)
 }
 
-func (e *enc) tag(t byte) {
-	if len(e.buf) == cap(e.buf) {
-		e.flush()
-	}
-	e.buf = append(e.buf, t)
-}
-
-func (e *enc) uint(n uint64) {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], n)
-	e.raw(string(b[:]))
-}
-
-func (e *enc) str(s string) {
-	e.tag(tagString)
-	e.uint(uint64(len(s)))
-	e.raw(s)
-}
-
-func (e *enc) optStr(s *string) {
+func (e canon) optStr(s *string) canon {
 	if s == nil {
-		e.tag(tagNil)
-		return
+		return e.tag(tagNil)
 	}
-	e.str(*s)
+	return e.str(*s)
 }
 
-func (e *enc) boolean(b bool) {
+func (e canon) boolean(b bool) canon {
 	if b {
-		e.tag(tagTrue)
-	} else {
-		e.tag(tagFalse)
+		return e.tag(tagTrue)
 	}
+	return e.tag(tagFalse)
 }
 
-func (e *enc) optBool(b *bool) {
+func (e canon) optBool(b *bool) canon {
 	if b == nil {
-		e.tag(tagNil)
-		return
+		return e.tag(tagNil)
 	}
-	e.boolean(*b)
+	return e.boolean(*b)
 }
 
-func (e *enc) optInt(n *int) {
+func (e canon) optInt(n *int) canon {
 	if n == nil {
-		e.tag(tagNil)
-		return
+		return e.tag(tagNil)
 	}
-	e.tag(tagInt)
-	e.uint(uint64(int64(*n)))
+	e = e.tag(tagInt)
+	return e.uint(uint64(int64(*n)))
 }
 
-func (e *enc) strs(list []string) {
+func (e canon) strs(list []string) canon {
 	if list == nil {
-		e.tag(tagNil)
-		return
+		return e.tag(tagNil)
 	}
-	e.tag(tagList)
-	e.uint(uint64(len(list)))
+	e = e.tag(tagList)
+	e = e.uint(uint64(len(list)))
 	for _, s := range list {
-		e.str(s)
+		e = e.str(s)
 	}
+	return e
 }
 
 // mapLen starts a map: nil (absent) and empty encode differently, like
 // lists, so the digest tells them apart.
-func (e *enc) mapLen(isNil bool, n int) {
+func (e canon) mapLen(isNil bool, n int) canon {
 	if isNil {
-		e.tag(tagNil)
-		return
+		return e.tag(tagNil)
 	}
-	e.tag(tagMap)
-	e.uint(uint64(n))
+	e = e.tag(tagMap)
+	return e.uint(uint64(n))
 }
 
-func (e *enc) rules(m map[string][]string) {
+func (e canon) rules(m map[string][]string) canon {
 	if m == nil {
-		e.tag(tagNil)
-		return
+		return e.tag(tagNil)
 	}
-	e.tag(tagMap)
-	e.uint(uint64(len(m)))
-	for _, k := range sortedKeys(m) {
-		e.str(k)
-		e.strs(m[k])
+	e = e.tag(tagMap)
+	e = e.uint(uint64(len(m)))
+	var arr [8]string
+	for _, k := range appendSortedKeys(arr[:0], m) {
+		e = e.str(k)
+		e = e.strs(m[k])
 	}
+	return e
 }
 
-// anyMap encodes a JSON-like mapping through encoding/json, whose output is
-// canonical for such values (sorted keys, fixed number formatting).
-func (e *enc) anyMap(m map[string]any) {
-	if m == nil {
-		e.tag(tagNil)
-		return
+// appendSortedKeys appends m's keys to keys in sorted order; with a stack
+// array behind keys, a small map's keys cost no allocation.
+func appendSortedKeys[V any](keys []string, m map[string]V) []string {
+	for k := range m {
+		keys = append(keys, k)
 	}
+	slices.Sort(keys)
+	return keys
+}
+
+// anyMap encodes a JSON-like mapping as encoding/json encodes it, whose
+// output is canonical for such values (sorted keys, fixed number
+// formatting): written directly by appendJSON for the values that YAML
+// and JSON decoding give, through encoding/json itself otherwise.
+func (e canon) anyMap(m map[string]any) canon {
+	if m == nil {
+		return e.tag(tagNil)
+	}
+	e = e.tag(tagJSON)
+	at := len(e)
+	if out, ok := appendJSON(e.uint(0), m, 0); ok {
+		binary.BigEndian.PutUint64(out[at:], uint64(len(out)-at-8))
+		return out
+	}
+	// appendJSON wrote past at only: e[:at] is intact.
+	e = e[:at]
 	b, err := json.Marshal(m)
 	if err != nil {
 		// Values that JSON cannot encode (NaN, channels…) cannot come from
@@ -174,14 +154,151 @@ func (e *enc) anyMap(m map[string]any) {
 		// stays total and deterministic.
 		b = []byte(strconv.Quote(describe(m)))
 	}
-	e.tag(tagJSON)
-	e.uint(uint64(len(b)))
-	e.flush()
-	e.h.Write(b)
+	e = e.uint(uint64(len(b)))
+	return append(e, b...)
+}
+
+// maxJSONDepth bounds appendJSON's recursion; deeper values (or a cycle)
+// go to encoding/json, which reports cycles.
+const maxJSONDepth = 64
+
+// appendJSON appends json.Marshal(v) for v made of nil, bool, int,
+// float64, string, []any and map[string]any, byte for byte (HTML-safe
+// string escapes, ES6 number formatting, sorted keys). It reports false
+// for anything else — another type, a non-finite number, nesting deeper
+// than maxJSONDepth — leaving the caller to use encoding/json.
+func appendJSON(b []byte, v any, depth int) ([]byte, bool) {
+	if depth > maxJSONDepth {
+		return b, false
+	}
+	switch v := v.(type) {
+	case nil:
+		return append(b, "null"...), true
+	case bool:
+		return strconv.AppendBool(b, v), true
+	case int:
+		return strconv.AppendInt(b, int64(v), 10), true
+	case float64:
+		return appendJSONFloat(b, v)
+	case string:
+		return appendJSONString(b, v), true
+	case []any:
+		if v == nil {
+			return append(b, "null"...), true
+		}
+		b = append(b, '[')
+		for i, x := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var ok bool
+			if b, ok = appendJSON(b, x, depth+1); !ok {
+				return b, false
+			}
+		}
+		return append(b, ']'), true
+	case map[string]any:
+		if v == nil {
+			return append(b, "null"...), true
+		}
+		b = append(b, '{')
+		var arr [8]string
+		for i, k := range appendSortedKeys(arr[:0], v) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, k)
+			b = append(b, ':')
+			var ok bool
+			if b, ok = appendJSON(b, v[k], depth+1); !ok {
+				return b, false
+			}
+		}
+		return append(b, '}'), true
+	default:
+		return b, false
+	}
+}
+
+// appendJSONFloat formats f as encoding/json does: like %g but with the
+// exponent cutoffs of ES6 and an unpadded exponent.
+func appendJSONFloat(b []byte, f float64) ([]byte, bool) {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return b, false
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		// e-09 → e-9
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b, true
+}
+
+// appendJSONString quotes s as encoding/json does with HTML escaping on
+// (json.Marshal's default): \" \\ \b \f \n \r \t, other control bytes and
+// < > & as \u00XX, invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped.
+func appendJSONString(b []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 func describe(m map[string]any) string {
-	keys := sortedKeys(m)
+	keys := appendSortedKeys(nil, m)
 	out := ""
 	for _, k := range keys {
 		out += k + "=" + strconv.Quote(stringOf(m[k])) + ";"
@@ -207,16 +324,15 @@ func stringOf(v any) string {
 	}
 }
 
-func (e *enc) policy(p *PermissionPolicy) {
+func (e canon) policy(p *PermissionPolicy) canon {
 	if p == nil {
-		e.tag(tagNil)
-		return
+		return e.tag(tagNil)
 	}
-	e.tag(tagStruct)
-	e.str(string(p.Mode))
-	e.rules(p.Allow)
-	e.rules(p.Deny)
-	e.rules(p.Escalate)
+	e = e.tag(tagStruct)
+	e = e.str(string(p.Mode))
+	e = e.rules(p.Allow)
+	e = e.rules(p.Deny)
+	return e.rules(p.Escalate)
 }
 
 // CatalogDigest is the canonical digest of a catalog.
@@ -224,27 +340,27 @@ func CatalogDigest(c *Catalog) string {
 	if c == nil {
 		return ""
 	}
-	e := newEnc()
-	e.mapLen(c.Roles == nil, len(c.Roles))
-	for _, k := range sortedKeys(c.Roles) {
+	var e canon
+	e = e.mapLen(c.Roles == nil, len(c.Roles))
+	for _, k := range appendSortedKeys(nil, c.Roles) {
 		r := c.Roles[k]
-		e.str(k)
-		e.str(r.Name)
-		e.str(r.Description)
-		e.str(r.Body)
-		e.strs(r.Emits)
-		e.anyMap(r.ArtifactDefaults)
+		e = e.str(k)
+		e = e.str(r.Name)
+		e = e.str(r.Description)
+		e = e.str(r.Body)
+		e = e.strs(r.Emits)
+		e = e.anyMap(r.ArtifactDefaults)
 	}
-	e.mapLen(c.Modes == nil, len(c.Modes))
-	for _, k := range sortedKeys(c.Modes) {
+	e = e.mapLen(c.Modes == nil, len(c.Modes))
+	for _, k := range appendSortedKeys(nil, c.Modes) {
 		m := c.Modes[k]
-		e.str(k)
-		e.str(m.Name)
-		e.str(m.Description)
-		e.str(m.Behaviors)
-		e.strs(m.ConflictsWith)
+		e = e.str(k)
+		e = e.str(m.Name)
+		e = e.str(m.Description)
+		e = e.str(m.Behaviors)
+		e = e.strs(m.ConflictsWith)
 	}
-	return e.sum()
+	return e.digest()
 }
 
 // PackDigest is the canonical digest of a pack.
@@ -255,22 +371,22 @@ func PackDigest(p *Pack) string {
 	if p.Digest != "" {
 		return p.Digest
 	}
-	e := newEnc()
-	e.str(p.Name)
-	e.mapLen(p.Roles == nil, len(p.Roles))
-	for _, k := range sortedKeys(p.Roles) {
+	var e canon
+	e = e.str(p.Name)
+	e = e.mapLen(p.Roles == nil, len(p.Roles))
+	for _, k := range appendSortedKeys(nil, p.Roles) {
 		r := p.Roles[k]
-		e.str(k)
-		e.optStr(r.Model)
-		e.optStr(r.Effort)
-		e.strs(r.DefaultModes)
-		e.strs(r.ModesAllow)
-		e.optBool(r.Active)
-		e.strs(r.Authority)
-		e.strs(r.Boundaries)
-		e.strs(r.Escalations)
+		e = e.str(k)
+		e = e.optStr(r.Model)
+		e = e.optStr(r.Effort)
+		e = e.strs(r.DefaultModes)
+		e = e.strs(r.ModesAllow)
+		e = e.optBool(r.Active)
+		e = e.strs(r.Authority)
+		e = e.strs(r.Boundaries)
+		e = e.strs(r.Escalations)
 	}
-	return e.sum()
+	return e.digest()
 }
 
 // Seal returns a copy of c with Digest set, so per-task digests reuse it.
@@ -295,62 +411,76 @@ func catalogDigest(c *Catalog) string {
 	return CatalogDigest(c)
 }
 
+// inputsBuf is the stack space for one task's canonical inputs: a task
+// with a long profile body or extra prompt grows onto the heap, once.
+const inputsBuf = 2048
+
 // InputsDigest is the sha256 digest of the canonical encoding of ref and in:
 // equal inputs give equal digests, and any field change changes it. The
 // catalog and pack enter through their own digests.
 func InputsDigest(ref RoleRef, in Inputs) string {
-	e := newEnc()
-	e.str("rolecall.inputs.v1")
-	if ref == nil {
-		e.tag(tagNil)
-	} else {
-		e.str(ref.Token())
+	var mem [inputsBuf]byte
+	return canon(mem[:0]).inputs(ref, in).digest()
+}
+
+func (e canon) inputs(ref RoleRef, in Inputs) canon {
+	e = e.str("rolecall.inputs.v1")
+	switch ref := ref.(type) {
+	case nil:
+		e = e.tag(tagNil)
+	case ExternalRef:
+		// e.str(ref.Token()) without building the token.
+		e = append(e, tagString)
+		e = e.uint(uint64(len(ExternalPrefix) + len(ref.Name)))
+		e = append(e, ExternalPrefix...)
+		e = append(e, ref.Name...)
+	default:
+		e = e.str(ref.Token())
 	}
-	e.str(catalogDigest(in.Catalog))
-	e.str(PackDigest(in.Pack))
-	e.str(string(in.PackSelection))
+	e = e.str(catalogDigest(in.Catalog))
+	e = e.str(PackDigest(in.Pack))
+	e = e.str(string(in.PackSelection))
 	if p := in.Profile; p == nil {
-		e.tag(tagNil)
+		e = e.tag(tagNil)
 	} else {
-		e.tag(tagStruct)
-		e.str(p.Name)
-		e.str(p.Description)
-		e.str(string(p.Disposition))
-		e.optStr(p.BaseRole)
-		e.optStr(p.Model)
-		e.optStr(p.Effort)
-		e.optBool(p.Yolo)
-		e.optBool(p.Bypass)
-		e.optBool(p.FastMode)
-		e.optBool(p.LionSystem)
-		e.anyMap(p.ArtifactDefaults)
-		e.optInt(p.Timeout)
-		e.boolean(p.ResumeOnTimeout)
-		e.optBool(p.Enabled)
-		e.str(p.Body)
+		e = e.tag(tagStruct)
+		e = e.str(p.Name)
+		e = e.str(p.Description)
+		e = e.str(string(p.Disposition))
+		e = e.optStr(p.BaseRole)
+		e = e.optStr(p.Model)
+		e = e.optStr(p.Effort)
+		e = e.optBool(p.Yolo)
+		e = e.optBool(p.Bypass)
+		e = e.optBool(p.FastMode)
+		e = e.optBool(p.LionSystem)
+		e = e.anyMap(p.ArtifactDefaults)
+		e = e.optInt(p.Timeout)
+		e = e.boolean(p.ResumeOnTimeout)
+		e = e.optBool(p.Enabled)
+		e = e.str(p.Body)
 	}
 	t := in.Task
-	e.tag(tagStruct)
-	e.optStr(t.Model)
-	e.optStr(t.Effort)
-	e.strs(t.Modes)
-	e.optStr(t.ExtraPrompt)
-	e.strs(t.Tools)
-	e.policy(t.Permissions)
-	e.optBool(t.Yolo)
-	e.optBool(t.Bypass)
-	e.optBool(t.FastMode)
-	e.optBool(t.LionSystem)
+	e = e.tag(tagStruct)
+	e = e.optStr(t.Model)
+	e = e.optStr(t.Effort)
+	e = e.strs(t.Modes)
+	e = e.optStr(t.ExtraPrompt)
+	e = e.strs(t.Tools)
+	e = e.policy(t.Permissions)
+	e = e.optBool(t.Yolo)
+	e = e.optBool(t.Bypass)
+	e = e.optBool(t.FastMode)
+	e = e.optBool(t.LionSystem)
 	d := in.Defaults
-	e.tag(tagStruct)
-	e.optStr(d.Model)
-	e.optStr(d.Effort)
-	e.strs(d.Tools)
-	e.policy(d.Permissions)
-	e.boolean(d.Yolo)
-	e.boolean(d.Bypass)
-	e.boolean(d.FastMode)
-	e.boolean(d.LionSystem)
-	e.boolean(in.Policy.RejectLegacyProfiles)
-	return e.sum()
+	e = e.tag(tagStruct)
+	e = e.optStr(d.Model)
+	e = e.optStr(d.Effort)
+	e = e.strs(d.Tools)
+	e = e.policy(d.Permissions)
+	e = e.boolean(d.Yolo)
+	e = e.boolean(d.Bypass)
+	e = e.boolean(d.FastMode)
+	e = e.boolean(d.LionSystem)
+	return e.boolean(in.Policy.RejectLegacyProfiles)
 }
