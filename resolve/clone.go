@@ -68,3 +68,69 @@ func (p *PermissionPolicy) Clone() *PermissionPolicy {
 		Escalate: cloneRules(p.Escalate),
 	}
 }
+
+// strArena hands out disjoint pieces of one []string allocation, so a
+// result's many small lists cost one allocation. Each piece is capped at
+// its length: an append to it reallocates rather than writing into the
+// next piece. The caller sizes it exactly; taking more panics.
+type strArena []string
+
+// take returns the next n elements (a non-nil list, also for n == 0).
+func (a *strArena) take(n int) []string {
+	out := (*a)[:n:n]
+	*a = (*a)[n:]
+	return out
+}
+
+// copy returns a copy of s carved from the arena, keeping nil apart from
+// empty.
+func (a *strArena) copy(s []string) []string {
+	if s == nil {
+		return nil
+	}
+	out := a.take(len(s))
+	copy(out, s)
+	return out
+}
+
+// cell returns a pointer to an arena element holding v: a *string that
+// shares nothing with any input.
+func (a *strArena) cell(v string) *string {
+	p := &(*a)[0]
+	*a = (*a)[1:]
+	*p = v
+	return p
+}
+
+// policySize is the number of patterns in p, which a.policy copies.
+func policySize(p *PermissionPolicy) int {
+	if p == nil {
+		return 0
+	}
+	n := 0
+	for _, m := range [...]map[string][]string{p.Allow, p.Deny, p.Escalate} {
+		for _, v := range m {
+			n += len(v)
+		}
+	}
+	return n
+}
+
+// policy is p.Clone() with the pattern lists carved from the arena.
+func (a *strArena) policy(p *PermissionPolicy) *PermissionPolicy {
+	if p == nil {
+		return nil
+	}
+	return &PermissionPolicy{Mode: p.Mode, Allow: a.rules(p.Allow), Deny: a.rules(p.Deny), Escalate: a.rules(p.Escalate)}
+}
+
+func (a *strArena) rules(m map[string][]string) map[string][]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string][]string, len(m))
+	for k, v := range m {
+		out[k] = a.copy(v)
+	}
+	return out
+}

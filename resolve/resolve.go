@@ -17,12 +17,18 @@ func Resolve(ref RoleRef, in Inputs) (ResolvedAgentSpec, error) {
 }
 
 type resolution struct {
-	in      Inputs
-	role    *Role            // nil for a replacement identity
-	entry   *PackEntry       // nil for a replacement identity
+	in Inputs
+	// role and entry are copies of the catalog's Role and the pack's
+	// entry (values, so that holding them allocates nothing); both are
+	// unset for a replacement identity.
+	role    Role
+	entry   PackEntry
 	profile *ExternalProfile // the supplied profile, if it applies
 	replace bool
-	out     ResolvedAgentSpec
+	// overlays[:nOverlays] are the casts prompt's overlay blocks.
+	overlays  [2]string
+	nOverlays int
+	out       ResolvedAgentSpec
 }
 
 func (r *resolution) run(ref RoleRef, in Inputs) error {
@@ -55,6 +61,9 @@ func (r *resolution) run(ref RoleRef, in Inputs) error {
 	}
 	// 8. prompt and sources.
 	r.prompt(modes)
+	// Until here the result's lists are the inputs' own; now it gets
+	// copies of them all.
+	r.detach()
 	return nil
 }
 
@@ -67,7 +76,7 @@ func (r *resolution) classify(ref RoleRef) error {
 		if !ok {
 			return fail(CodeRoleUnknown, name, nil, "role %q is not in the built-in catalog (use %q for a replacement profile)", name, ExternalPrefix+name)
 		}
-		r.role = &role
+		r.role = role
 		r.out.Sources.Identity = "casts:" + name
 		if p == nil {
 			return nil
@@ -150,7 +159,7 @@ func (r *resolution) packEntry() error {
 		return fail(CodeRoleInactive, name, map[string]any{"pack": r.in.Pack.Name},
 			"role %q is inactive in pack %q", name, r.in.Pack.Name)
 	}
-	r.entry = &e
+	r.entry = e
 	return nil
 }
 
@@ -171,13 +180,11 @@ func first(levels ...cand) (*string, string) {
 }
 
 func (r *resolution) modelEffort() error {
-	var pm, pe, em, ee *string
+	var pm, pe *string
 	if r.profile != nil {
 		pm, pe = r.profile.Model, r.profile.Effort
 	}
-	if r.entry != nil {
-		em, ee = r.entry.Model, r.entry.Effort
-	}
+	em, ee := r.entry.Model, r.entry.Effort // unset for a replacement
 	t, d := r.in.Task, r.in.Defaults
 	model, src := first(cand{t.Model, SourceTask}, cand{pm, SourceExternalProfile}, cand{em, SourcePack}, cand{d.Model, SourceRuntimeDefault})
 	if model == nil || *model == "" {
@@ -188,8 +195,7 @@ func (r *resolution) modelEffort() error {
 	if effort == nil {
 		r.out.Sources.Effort = SourceProviderDefault
 	} else {
-		e := *effort
-		r.out.Effort, r.out.Sources.Effort = &e, src
+		r.out.Effort, r.out.Sources.Effort = effort, src // copied by detach
 	}
 	return nil
 }
@@ -276,19 +282,20 @@ func (r *resolution) rest() error {
 	t, d, p := r.in.Task, r.in.Defaults, r.profile
 	out := &r.out
 
+	// Tools and Permissions are the inputs' own until detach copies them.
 	if t.Tools != nil {
-		out.Tools, out.Sources.Tools = clone(t.Tools), SourceTask
+		out.Tools, out.Sources.Tools = t.Tools, SourceTask
 	} else {
-		out.Tools, out.Sources.Tools = clone(d.Tools), SourceRuntimeDefault
+		out.Tools, out.Sources.Tools = d.Tools, SourceRuntimeDefault
 	}
 	if out.Tools == nil {
 		out.Tools = []string{}
 	}
 	switch {
 	case t.Permissions != nil:
-		out.Permissions, out.Sources.Permissions = t.Permissions.Clone(), SourceTask
+		out.Permissions, out.Sources.Permissions = t.Permissions, SourceTask
 	case d.Permissions != nil:
-		out.Permissions, out.Sources.Permissions = d.Permissions.Clone(), SourceRuntimeDefault
+		out.Permissions, out.Sources.Permissions = d.Permissions, SourceRuntimeDefault
 	default:
 		out.Sources.Permissions = SourceNone
 	}
@@ -312,7 +319,7 @@ func (r *resolution) rest() error {
 	switch {
 	case p != nil && p.ArtifactDefaults != nil:
 		out.ArtifactDefaults, out.Sources.ArtifactDefaults = cloneMap(p.ArtifactDefaults), SourceExternalProfile
-	case r.role != nil && r.role.ArtifactDefaults != nil:
+	case !r.replace && r.role.ArtifactDefaults != nil:
 		out.ArtifactDefaults, out.Sources.ArtifactDefaults = cloneMap(r.role.ArtifactDefaults), SourceRole
 	default:
 		out.Sources.ArtifactDefaults = SourceNone
@@ -378,45 +385,84 @@ func (r *resolution) prompt(modes []Mode) {
 		return
 	}
 
-	names := make([]string, len(modes))
-	for i, m := range modes {
-		names[i] = m.Name
-	}
-	out.Identity = Identity{Kind: IdentityCasts, Name: r.role.Name, Modes: names}
+	// The lists set here are the inputs' own until detach copies them
+	// (and detach lists the Modes' names).
+	out.Identity = Identity{Kind: IdentityCasts, Name: r.role.Name}
 	out.Directives = Directives{
-		Authority:   clone(r.entry.Authority),
-		Boundaries:  clone(r.entry.Boundaries),
-		Escalations: clone(r.entry.Escalations),
+		Authority:   r.entry.Authority,
+		Boundaries:  r.entry.Boundaries,
+		Escalations: r.entry.Escalations,
 	}
-	out.PromptOverlays = []string{}
+	// At most two overlays: kept in r until detach gives the result its
+	// list of them.
 	out.PromptDisposition, out.Sources.Prompt = PromptCasts, SourceCasts
 	if r.profile != nil {
 		out.PromptDisposition, out.Sources.Prompt = PromptOverlay, SourceExternalOverlay
 		if b := strings.TrimSpace(r.profile.Body); b != "" {
-			out.PromptOverlays = append(out.PromptOverlays, b)
+			r.overlays[r.nOverlays] = b
+			r.nOverlays++
 		}
 	}
 	if extra != "" {
-		out.PromptOverlays = append(out.PromptOverlays, extra)
+		r.overlays[r.nOverlays] = extra
+		r.nOverlays++
 	}
-	role := *r.role
-	role.Emits = clone(role.Emits)
+	out.PromptBody = CastsPrompt(r.role.Body, modes, out.Directives, r.overlays[:r.nOverlays]...)
+	role := r.role
 	role.ArtifactDefaults = cloneMap(role.ArtifactDefaults)
 	out.Role = &role
-	// modes is this resolution's own slice (checkModes made it), so it is
-	// kept once its one shared field is copied.
-	for i := range modes {
-		modes[i].ConflictsWith = clone(modes[i].ConflictsWith)
-	}
+	// modes is this resolution's own slice (checkModes made it); detach
+	// copies its one shared field.
 	out.ModeDefs = modes
-	out.PromptBody = CastsPrompt(r.role.Body, modes, out.Directives, out.PromptOverlays...)
 	out.GrantRoleEmission = true
-	out.Emits = clone(r.role.Emits)
+	out.Emits = r.role.Emits
 	if out.Emits == nil {
 		out.Emits = []string{}
 	}
 	if out.Diagnostics == nil {
 		out.Diagnostics = []Diagnostic{}
+	}
+}
+
+// detach gives the result its own copy of every list it still shares with
+// the inputs (and of the effort string's cell), all carved from one
+// allocation: each piece is capped at its length, so an append to one
+// reallocates instead of writing into the next, and no two share an
+// element. nil stays nil and empty stays empty.
+func (r *resolution) detach() {
+	out := &r.out
+	n := len(out.Tools) + policySize(out.Permissions)
+	if out.Effort != nil {
+		n++
+	}
+	if !r.replace {
+		n += len(out.Directives.Authority) + len(out.Directives.Boundaries) + len(out.Directives.Escalations)
+		n += len(out.ModeDefs) + r.nOverlays + len(out.Emits) + len(out.Role.Emits)
+		for _, m := range out.ModeDefs {
+			n += len(m.ConflictsWith)
+		}
+	}
+	a := strArena(make([]string, n))
+	out.Tools = a.copy(out.Tools)
+	out.Permissions = a.policy(out.Permissions)
+	if out.Effort != nil {
+		out.Effort = a.cell(*out.Effort)
+	}
+	if r.replace {
+		return
+	}
+	names := a.take(len(out.ModeDefs))
+	for i, m := range out.ModeDefs {
+		names[i] = m.Name
+	}
+	out.Identity.Modes = names
+	d := &out.Directives
+	d.Authority, d.Boundaries, d.Escalations = a.copy(d.Authority), a.copy(d.Boundaries), a.copy(d.Escalations)
+	out.PromptOverlays = a.copy(r.overlays[:r.nOverlays])
+	out.Emits = a.copy(out.Emits)
+	out.Role.Emits = a.copy(out.Role.Emits)
+	for i := range out.ModeDefs {
+		out.ModeDefs[i].ConflictsWith = a.copy(out.ModeDefs[i].ConflictsWith)
 	}
 }
 
