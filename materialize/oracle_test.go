@@ -144,9 +144,7 @@ func drawSpec(t *rapid.T) *resolve.ResolvedAgentSpec {
 		overlays = rapid.SliceOfN(text, 0, 3).Draw(t, "overlays")
 	} else {
 		// the resolver's shape: non-empty, trimmed
-		for _, o := range rapid.SliceOfN(rapid.SampledFrom([]string{"x", "a\n\nb", "- item", "wide"}), 0, 2).Draw(t, "overlays") {
-			overlays = append(overlays, o)
-		}
+		overlays = rapid.SliceOfN(rapid.SampledFrom([]string{"x", "a\n\nb", "- item", "wide"}), 0, 2).Draw(t, "overlays")
 	}
 	if overlays == nil {
 		overlays = []string{}
