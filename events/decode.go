@@ -39,6 +39,17 @@ type Incoming struct {
 // Task.TaskID when they could be read, so the failure outcome can name
 // the task and keep the trace.
 func DecodeTask(header nats.Header, body []byte, opts DecodeOptions) (Incoming, error) {
+	if inc, ok := decodeTaskFast(header, body, opts); ok {
+		return inc, nil
+	}
+	return decodeTaskSlow(header, body, opts)
+}
+
+// decodeTaskSlow is the original DecodeTask: readEnvelope, check and
+// toEvent, then decodeTaskDataSlow. It decides every message the fast
+// path declines (each failure, and anything unusual), so error values
+// come from one place; the differential tests hold the fast path to it.
+func decodeTaskSlow(header nats.Header, body []byte, opts DecodeOptions) (Incoming, error) {
 	env, err := readEnvelope(header, body)
 	inc := Incoming{}
 	if usable(env.id) {
@@ -66,7 +77,7 @@ func DecodeTask(header nats.Header, body []byte, opts DecodeOptions) (Incoming, 
 		}
 		return inc, err
 	}
-	task, ref, derr := DecodeTaskData(env.data, opts)
+	task, ref, derr := decodeTaskDataSlow(env.data, opts)
 	inc.Task, inc.Ref = task, ref
 	if derr != nil {
 		return inc, derr

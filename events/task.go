@@ -62,6 +62,16 @@ var strictTask = json.JoinOptions(json.RejectUnknownMembers(true))
 // On error the returned Task carries TaskID when the data names a valid
 // one, so a failure outcome can still name the task.
 func DecodeTaskData(data []byte, opts DecodeOptions) (Task, resolve.RoleRef, error) {
+	if t, ref, ok := decodeTaskDataFast(data, opts); ok {
+		return t, ref, nil
+	}
+	return decodeTaskDataSlow(data, opts)
+}
+
+// decodeTaskDataSlow is the original DecodeTaskData (json.Unmarshal into
+// taskWire, then validateTask): the fallback for data the fast path
+// declines, and the oracle of the differential tests.
+func decodeTaskDataSlow(data []byte, opts DecodeOptions) (Task, resolve.RoleRef, error) {
 	if limit := opts.maxData(); len(data) > limit {
 		return Task{TaskID: peekTaskID(data[:limit])}, nil, taskInvalid("", ReasonTooLarge,
 			"task data is %d bytes, over the %d-byte limit", len(data), limit)
