@@ -75,7 +75,9 @@ func Handle(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, obse
 	}
 
 	end = observe(resolve.StageMaterialize)
-	m, err := materialize.Materialize(&spec, snap.Preamble)
+	// Only the system message goes into the outcome, so the AgentSpec and
+	// run envelope are not built; the checks are Materialize's.
+	msg, err := materialize.MaterializeSystemMessage(&spec, snap.Preamble)
 	end(err)
 	if err != nil {
 		out.Failure = FailureFrom(&taskID, resolve.StageMaterialize, err)
@@ -84,7 +86,7 @@ func Handle(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, obse
 	out.Resolved = &events.ResolvedData{
 		TaskID:            taskID,
 		ResolvedAgentSpec: spec,
-		SystemMessage:     m.SystemMessage,
+		SystemMessage:     msg,
 		InputsDigest:      resolve.InputsDigest(ref, in),
 	}
 	return out
@@ -94,36 +96,49 @@ func Handle(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, obse
 // code and subject. An untyped error is a bug; it is still reported, with
 // the stage's generic code, rather than dropped.
 func FailureFrom(taskID *string, stage resolve.Stage, err error) *events.FailureData {
-	f := &events.FailureData{TaskID: nonEmpty(taskID), Stage: stage, Details: map[string]any{}}
-	var (
-		re *resolve.ResolutionError
-		de *discover.Error
-		ee *events.DecodeError
-		me *materialize.Error
-	)
-	switch {
-	case errors.As(err, &re):
-		f.Code, f.Subject, f.Message = re.Code, strPtr(re.Subject), re.Message
-		if re.Details != nil {
-			f.Details = re.Details
+	// The failure, its task id and its subject in one allocation.
+	a := &struct {
+		f       events.FailureData
+		taskID  string
+		subject string
+	}{}
+	f := &a.f
+	f.Stage = stage
+	if taskID != nil && *taskID != "" {
+		a.taskID = *taskID
+		f.TaskID = &a.taskID
+	}
+	subject := func(s string) {
+		if s != "" {
+			a.subject = s
+			f.Subject = &a.subject
 		}
-	case errors.As(err, &de):
+	}
+	re, de, ee, me := typedError(err)
+	switch {
+	case re != nil:
+		f.Code, f.Message, f.Details = re.Code, re.Message, re.Details
+		subject(re.Subject)
+	case de != nil:
 		f.Code, f.Message, f.Details = de.Code, de.Error(), de.Details()
 		switch {
 		case de.Subject != "":
-			f.Subject = strPtr(de.Subject)
+			subject(de.Subject)
 		case de.Key != "":
-			f.Subject = strPtr(de.Key)
+			subject(de.Key)
 		}
-	case errors.As(err, &ee):
-		f.Code, f.Subject, f.Message = ee.Code, strPtr(ee.Subject), ee.Message
-		if ee.Details != nil {
-			f.Details = ee.Details
-		}
-	case errors.As(err, &me):
+	case ee != nil:
+		f.Code, f.Message, f.Details = ee.Code, ee.Message, ee.Details
+		subject(ee.Subject)
+	case me != nil:
 		f.Code, f.Message = me.Code, me.Message
 	default:
 		f.Code, f.Message = codeForStage(stage), fmt.Sprintf("untyped %s error: %v", stage, err)
+	}
+	// A discover error's details stand as they are; the others' default
+	// to an empty object.
+	if f.Details == nil && de == nil {
+		f.Details = map[string]any{}
 	}
 	if f.Message == "" {
 		f.Message = err.Error()
@@ -133,6 +148,44 @@ func FailureFrom(taskID *string, stage resolve.Stage, err error) *events.Failure
 	// resolve-stage failure, and task_invalid is always decode.
 	f.Stage = f.Code.Stage()
 	return f
+}
+
+// typedError finds the first of the typed errors in err's chain, in the
+// order FailureFrom checks them. None of the four types wraps another or
+// has an As method, so an error that is one of them directly is matched by
+// its type alone, without errors.As (whose targets would be allocated).
+func typedError(err error) (*resolve.ResolutionError, *discover.Error, *events.DecodeError, *materialize.Error) {
+	switch e := err.(type) {
+	case *resolve.ResolutionError:
+		return e, nil, nil, nil
+	case *discover.Error:
+		return nil, e, nil, nil
+	case *events.DecodeError:
+		return nil, nil, e, nil
+	case *materialize.Error:
+		return nil, nil, nil, e
+	}
+	return typedErrorAs(err)
+}
+
+func typedErrorAs(err error) (*resolve.ResolutionError, *discover.Error, *events.DecodeError, *materialize.Error) {
+	var (
+		re *resolve.ResolutionError
+		de *discover.Error
+		ee *events.DecodeError
+		me *materialize.Error
+	)
+	switch {
+	case errors.As(err, &re):
+		return re, nil, nil, nil
+	case errors.As(err, &de):
+		return nil, de, nil, nil
+	case errors.As(err, &ee):
+		return nil, nil, ee, nil
+	case errors.As(err, &me):
+		return nil, nil, nil, me
+	}
+	return nil, nil, nil, nil
 }
 
 func codeForStage(s resolve.Stage) resolve.Code {
@@ -146,13 +199,6 @@ func codeForStage(s resolve.Stage) resolve.Code {
 	default:
 		return resolve.CodeMaterializeFailed
 	}
-}
-
-func strPtr(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }
 
 func nonEmpty(s *string) *string {
