@@ -100,6 +100,18 @@ func BenchmarkStages(b *testing.B) {
 			i++
 		}
 	})
+	// What Handle runs: Materialize's checks, only the system message built.
+	b.Run("materialize-message", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			d := &dec[i%len(dec)]
+			if d.out.Resolved != nil {
+				_, _ = materialize.MaterializeSystemMessage(&d.out.Resolved.ResolvedAgentSpec, snap.Preamble)
+			}
+			i++
+		}
+	})
 	b.Run("handle", func(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
