@@ -15,12 +15,12 @@ import (
 )
 
 // eventBlock holds the pointer targets of one decoded task event: the
-// event context and its optional attributes, and the task's.
+// event context and its optional attributes (but the rare dataschema),
+// and the task's.
 type eventBlock struct {
 	ctx     event.EventContextV1
 	dct     string
 	subject string
-	schema  types.URI
 	time    types.Timestamp
 	task    taskBlock
 }
@@ -69,7 +69,6 @@ func decodeTaskFast(h nats.Header, body []byte, opts DecodeOptions) (Incoming, b
 	if !ok {
 		return Incoming{}, false
 	}
-	p.finish(&t)
 	ref, ok := taskOK(&t)
 	if !ok {
 		return Incoming{}, false
@@ -386,8 +385,7 @@ func (p *fastParser) event(eb *eventBlock, src url.URL) event.Event {
 		ctx.Subject = &eb.subject
 	}
 	if env.schemaURL != nil {
-		eb.schema = types.URI{URL: *env.schemaURL}
-		ctx.DataSchema = &eb.schema
+		ctx.DataSchema = &types.URI{URL: *env.schemaURL}
 	}
 	if !env.timeVal.IsZero() {
 		eb.time = types.Timestamp{Time: env.timeVal}

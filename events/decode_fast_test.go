@@ -386,6 +386,48 @@ func TestFastDecodeTaskIndependent(t *testing.T) {
 	}
 }
 
+// Decoders run concurrently, sharing the parser pool and the source
+// cache (whose 64 slots these sources overrun, so entries are replaced
+// while other goroutines read them); run with -race.
+func TestFastDecodeTaskConcurrent(t *testing.T) {
+	type msg struct {
+		h    nats.Header
+		body []byte
+		want events.Incoming
+	}
+	var msgs []msg
+	for i := range 200 {
+		h, body, err := events.EncodeTask(fmt.Sprintf("urn:rolecall:planner-%d", i), fmt.Sprintf("e-%d", i), []byte(validTasks[i%len(validTasks)]), testTP, "", i%2 == 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := events.DecodeTaskSlow(h, body, events.DecodeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, msg{h, body, want})
+	}
+	errs := make(chan string, 4)
+	for g := range 4 {
+		go func() {
+			for i := range 2000 {
+				m := msgs[(i*7+g*13)%len(msgs)]
+				got, err := events.DecodeTask(m.h, m.body, events.DecodeOptions{})
+				if err != nil || !reflect.DeepEqual(got, m.want) {
+					errs <- fmt.Sprintf("message %s: err %v, diff:\n%s", m.want.ID, err, cmp.Diff(m.want, got, exportAll))
+					return
+				}
+			}
+			errs <- ""
+		}()
+	}
+	for range 4 {
+		if e := <-errs; e != "" {
+			t.Fatal(e)
+		}
+	}
+}
+
 // The hostile corpus (testdata/hostile, also run against a real worker by
 // ./reliability) through both decoders.
 func TestFastDecodeTaskHostile(t *testing.T) {

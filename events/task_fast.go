@@ -1,7 +1,6 @@
 package events
 
 import (
-	"slices"
 	"sync"
 	"unicode/utf8"
 
@@ -26,8 +25,8 @@ import (
 // Overrides, the permission policy, the event context) in one allocation,
 // (3) putting the elements of every string array in one shared backing
 // array (capacity-limited, so an append by the caller never writes into a
-// neighbour), and (4) not building an sdk-go event through url.Parse on
-// every message (see sourceURL).
+// neighbour), (4) checking list elements as they are read, and (5) not
+// running url.Parse on every message (see sourceURL).
 
 // taskBlock holds the pointer targets of one decoded task.
 type taskBlock struct {
@@ -36,19 +35,6 @@ type taskBlock struct {
 	pack, profile, model, effort, extra string
 	yolo, bypass, fastMode, lionSystem  bool
 	strs                                [8]string // the string arrays, when they fit
-}
-
-// span is a run of fastParser.strs: one decoded string array.
-type span struct {
-	set        bool
-	start, end int
-}
-
-// ruleList is a permission-map entry whose pattern list is in strs.
-type ruleList struct {
-	m    map[string][]string
-	key  string
-	list span
 }
 
 // fastParser is the state of one fast decode, pooled for its scratch
@@ -60,9 +46,12 @@ type fastParser struct {
 	blk *taskBlock
 	buf []byte // unquoting scratch
 
-	strs         []string
-	lists        []ruleList
-	modes, tools span
+	// strs holds the elements of every string array read so far: first
+	// in blk.strs, then (append having moved it) in a heap array. Each
+	// list is a capacity-limited slice of it, taken when the list ends;
+	// a move leaves earlier lists in the old array, which nothing
+	// writes to again.
+	strs []string
 
 	// Envelope state (decode_fast.go).
 	env      envelope
@@ -81,20 +70,14 @@ func getParser(b []byte, s string) *fastParser {
 // release drops every reference into the message before pooling the
 // parser, so the pool does not keep message bodies alive.
 func (p *fastParser) release() {
-	clear(p.strs)
-	clear(p.lists)
 	clear(p.env.ext)
 	clear(p.ce)
 	clear(p.extNames)
-	p.strs, p.lists, p.ce, p.extNames = p.strs[:0], p.lists[:0], p.ce[:0], p.extNames[:0]
+	p.ce, p.extNames = p.ce[:0], p.extNames[:0]
 	p.env = envelope{ext: p.env.ext[:0]}
-	p.b, p.s, p.i, p.blk = nil, "", 0, nil
-	p.modes, p.tools = span{}, span{}
+	p.b, p.s, p.i, p.blk, p.strs = nil, "", 0, nil, nil
 	if cap(p.buf) > 64<<10 {
 		p.buf = nil
-	}
-	if cap(p.strs) > 1024 || cap(p.lists) > 1024 {
-		p.strs, p.lists = nil, nil
 	}
 	fastParsers.Put(p)
 }
@@ -122,7 +105,6 @@ func decodeTaskDataFast(data []byte, opts DecodeOptions) (Task, resolve.RoleRef,
 	if p.i != len(p.b) {
 		return Task{}, nil, false
 	}
-	p.finish(&t)
 	ref, ok := taskOK(&t)
 	if !ok {
 		return Task{}, nil, false
@@ -135,22 +117,26 @@ func decodeTaskDataFast(data []byte, opts DecodeOptions) (Task, resolve.RoleRef,
 // UTF-8.
 
 func (p *fastParser) ws() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
+	b, i := p.b, p.i
+	for i < len(b) && b[i] <= ' ' && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
+		i++
 	}
+	p.i = i
 }
 
 // peek returns the next byte after whitespace, 0 at the end.
 func (p *fastParser) peek() byte {
-	p.ws()
-	if p.i < len(p.b) {
-		return p.b[p.i]
+	b, i := p.b, p.i
+	for i < len(b) {
+		switch c := b[i]; c {
+		case ' ', '\n', '\t', '\r':
+			i++
+		default:
+			p.i = i
+			return c
+		}
 	}
+	p.i = i
 	return 0
 }
 
@@ -192,20 +178,26 @@ func (p *fastParser) name() (string, bool) {
 	if !p.consume('"') {
 		return "", false
 	}
-	start := p.i
-	for ; p.i < len(p.b); p.i++ {
-		c := p.b[p.i]
+	b, start := p.b, p.i
+	for i := start; i < len(b); i++ {
+		c := b[i]
 		if c == '"' {
-			n := p.s[start:p.i]
-			p.i++
-			return n, n != "" && p.consume(':')
+			p.i = i + 1
+			return p.s[start:i], i > start && p.consume(':')
 		}
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+		if !nameChar[c] {
 			return "", false
 		}
 	}
 	return "", false
 }
+
+var nameChar = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_'
+	}
+	return t
+}()
 
 // str reads a string value. Without escapes it is a substring of the
 // message; with them jsontext.AppendUnquote decodes it (and rejects bad
@@ -217,7 +209,11 @@ func (p *fastParser) str() (string, bool) {
 	b, start := p.b, p.i
 	esc, high := false, false
 	for i := start; i < len(b); i++ {
-		switch c := b[i]; {
+		c := b[i]
+		if plainChar[c] {
+			continue
+		}
+		switch {
 		case c == '"':
 			p.i = i + 1
 			if esc {
@@ -232,12 +228,20 @@ func (p *fastParser) str() (string, bool) {
 			i++ // the escaped byte; AppendUnquote checks the sequence
 		case c < 0x20:
 			return "", false
-		case c >= utf8.RuneSelf:
+		default:
 			high = true
 		}
 	}
 	return "", false
 }
+
+// plainChar is true for the ASCII bytes a string holds as they are.
+var plainChar = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func (p *fastParser) unquote(raw []byte) (string, bool) {
 	b, err := jsontext.AppendUnquote(p.buf[:0], raw)
@@ -295,36 +299,58 @@ func (p *fastParser) optBool(field func(*taskBlock) *bool) (*bool, bool) {
 	return dst, true
 }
 
-// strList reads null (sp stays unset: a nil slice) or an array of
-// strings, whose elements go to strs.
-func (p *fastParser) strList(sp *span) bool {
+// Element checks for strList: each is the success condition of the
+// check validateTask makes on that list's elements.
+type elemCheck uint8
+
+const (
+	elemMode    elemCheck = iota // checkName
+	elemTool                     // checkValue
+	elemPattern                  // checkRules' pattern checks
+)
+
+func (k elemCheck) ok(s string) bool {
+	switch k {
+	case elemMode:
+		return s != "" && resolve.ValidateName("modes", s) == nil
+	case elemTool:
+		return !badValue(s)
+	}
+	return !badPattern(s)
+}
+
+// strList reads null (a nil slice) or an array of strings that all pass
+// check; a list that fails is declined.
+func (p *fastParser) strList(check elemCheck) ([]string, bool) {
 	switch p.peek() {
 	case 'n':
-		return p.lit("null")
+		return nil, p.lit("null")
 	case '[':
 		p.i++
 	default:
-		return false
+		return nil, false
 	}
-	sp.set, sp.start = true, len(p.strs)
+	if p.strs == nil {
+		p.strs = p.block().strs[:0]
+	}
+	start := len(p.strs)
 	if p.peek() == ']' {
 		p.i++
-		sp.end = sp.start
-		return true
+		return p.strs[start:start:start], true
 	}
 	for {
 		s, ok := p.str()
-		if !ok {
-			return false
+		if !ok || !check.ok(s) {
+			return nil, false
 		}
 		p.strs = append(p.strs, s)
 		more, ok := p.more(']')
 		if !ok {
-			return false
+			return nil, false
 		}
 		if !more {
-			sp.end = len(p.strs)
-			return true
+			end := len(p.strs)
+			return p.strs[start:end:end], true
 		}
 	}
 }
@@ -362,7 +388,7 @@ func (p *fastParser) task(t *Task) bool {
 			t.Profile, ok = p.optStr(func(b *taskBlock) *string { return &b.profile })
 		case "modes":
 			bit = 1 << 4
-			ok = p.strList(&p.modes)
+			t.Modes, ok = p.strList(elemMode)
 		case "overrides":
 			bit = 1 << 5
 			switch p.peek() {
@@ -417,7 +443,7 @@ func (p *fastParser) overrides(o *Overrides) bool {
 			o.ExtraPrompt, ok = p.optStr(func(b *taskBlock) *string { return &b.extra })
 		case "tools":
 			bit = 1 << 3
-			ok = p.strList(&p.tools)
+			o.Tools, ok = p.strList(elemTool)
 		case "permissions":
 			bit = 1 << 4
 			switch p.peek() {
@@ -504,9 +530,9 @@ func (p *fastParser) permissions(pp *resolve.PermissionPolicy) bool {
 	}
 }
 
-// ruleMap reads null (a nil map) or an object of pattern lists. The
-// entries get their slices in finish; a null list (which the slow path
-// drops) and a repeated tool name are declined.
+// ruleMap reads null (a nil map) or an object of pattern lists. A null
+// list (which the slow path drops), a repeated tool name and any entry
+// checkRules would reject are declined.
 func (p *fastParser) ruleMap() (map[string][]string, bool) {
 	switch p.peek() {
 	case 'n':
@@ -523,18 +549,17 @@ func (p *fastParser) ruleMap() (map[string][]string, bool) {
 	}
 	for {
 		key, ok := p.str()
-		if !ok || !p.consume(':') || p.peek() != '[' {
+		if !ok || badValue(key) || !p.consume(':') || p.peek() != '[' {
 			return nil, false
 		}
-		if _, dup := m[key]; dup {
+		pats, ok := p.strList(elemPattern)
+		if !ok {
 			return nil, false
 		}
-		var l span
-		if !p.strList(&l) {
-			return nil, false
+		n := len(m)
+		if m[key] = pats; len(m) == n {
+			return nil, false // a repeated name
 		}
-		m[key] = nil
-		p.lists = append(p.lists, ruleList{m: m, key: key, list: l})
 		more, ok := p.more('}')
 		if !ok {
 			return nil, false
@@ -545,33 +570,9 @@ func (p *fastParser) ruleMap() (map[string][]string, bool) {
 	}
 }
 
-// finish gives the string arrays their slices of one backing array.
-func (p *fastParser) finish(t *Task) {
-	if !p.modes.set && !p.tools.set && len(p.lists) == 0 {
-		return
-	}
-	n := len(p.strs)
-	var backing []string
-	if p.blk != nil && n <= len(p.blk.strs) {
-		backing = p.blk.strs[:n:n]
-	} else {
-		backing = make([]string, n)
-	}
-	copy(backing, p.strs)
-	sub := func(sp span) []string { return backing[sp.start:sp.end:sp.end] }
-	if p.modes.set {
-		t.Modes = sub(p.modes)
-	}
-	if p.tools.set {
-		t.Override.Tools = sub(p.tools)
-	}
-	for _, l := range p.lists {
-		l.m[l.key] = sub(l.list)
-	}
-}
-
 // taskOK reports whether validateTask accepts the task (it is
-// validateTask's success condition, without building errors), and
+// validateTask's success condition, without building errors; the list
+// elements and permission maps were checked as they were read), and
 // returns the parsed role.
 func taskOK(t *Task) (resolve.RoleRef, bool) {
 	if validTaskID(t.TaskID) != "" || t.Role == "" {
@@ -581,22 +582,14 @@ func taskOK(t *Task) (resolve.RoleRef, bool) {
 	if err != nil || !nameOK("pack", t.Pack) || !nameOK("profile", t.Profile) {
 		return nil, false
 	}
-	for _, m := range t.Modes {
-		if m == "" || resolve.ValidateName("modes", m) != nil {
-			return nil, false
-		}
-	}
 	if o := t.Override; o != nil {
-		if !valueOK(o.Model) || !valueOK(o.Effort) || slices.ContainsFunc(o.Tools, badValue) {
+		if !valueOK(o.Model) || !valueOK(o.Effort) {
 			return nil, false
 		}
 		if pp := o.Permissions; pp != nil {
 			switch pp.Mode {
 			case resolve.PermissionAllowAll, resolve.PermissionDenyAll, resolve.PermissionRules:
 			default:
-				return nil, false
-			}
-			if !rulesOK(pp.Allow) || !rulesOK(pp.Deny) || !rulesOK(pp.Escalate) {
 				return nil, false
 			}
 		}
@@ -611,12 +604,3 @@ func nameOK(field string, v *string) bool {
 func valueOK(v *string) bool { return v == nil || valueProblem(*v) == "" }
 
 func badValue(v string) bool { return valueProblem(v) != "" }
-
-func rulesOK(rules map[string][]string) bool {
-	for tool, pats := range rules {
-		if badValue(tool) || slices.ContainsFunc(pats, badPattern) {
-			return false
-		}
-	}
-	return true
-}
