@@ -52,6 +52,10 @@ type Options struct {
 	// whose exporter discards every span: the cost of tracing without the
 	// cost of a collector.
 	Trace bool
+	// CompareTracing runs the pipeline twice per repeat, untraced and
+	// traced as with Trace, back to back in alternating order, and reports
+	// what tracing costs as the ratio of the pair's throughputs.
+	CompareTracing bool
 	// Binary sends tasks in binary content mode instead of structured.
 	Binary bool
 	// Repeat runs baseline and pipeline this many times each (default 1);
@@ -103,7 +107,7 @@ func (o Options) withDefaults() Options {
 
 // Stats is one run of one loop.
 type Stats struct {
-	// Loop is "pipeline" or "baseline".
+	// Loop is "pipeline", "baseline" or "pipeline+trace" (CompareTracing).
 	Loop string `json:"loop"`
 	// Load1 is the machine's one-minute load average when the run began.
 	Load1 float64 `json:"load1"`
@@ -146,8 +150,10 @@ type Report struct {
 	Mix         string  `json:"mix"`
 	Rate        float64 `json:"rate,omitempty"`
 	Trace       bool    `json:"trace"`
-	Binary      bool    `json:"binary"`
-	Repeat      int     `json:"repeat"`
+	// CompareTracing: Traced and TracedRatio are set.
+	CompareTracing bool `json:"compare_tracing,omitempty"`
+	Binary         bool `json:"binary"`
+	Repeat         int  `json:"repeat"`
 	// Pipeline and Baseline are the median runs: by throughput at peak
 	// load, by p99 latency at an offered rate.
 	Pipeline Stats  `json:"pipeline"`
@@ -159,6 +165,13 @@ type Report struct {
 	Ratio float64 `json:"ratio,omitempty"`
 	// Ratios are the repeats' ratios, in order.
 	Ratios []float64 `json:"ratios,omitempty"`
+	// Traced is the median traced pipeline run with CompareTracing, and
+	// TracedRatio the median of the repeats' traced/untraced throughput
+	// ratios (TracedRatios, in order): 1 − TracedRatio is what tracing
+	// every task costs.
+	Traced       *Stats    `json:"traced,omitempty"`
+	TracedRatio  float64   `json:"traced_ratio,omitempty"`
+	TracedRatios []float64 `json:"traced_ratios,omitempty"`
 	// Runs is every run in the order it ran.
 	Runs []Stats `json:"runs"`
 	// NATSErrors counts asynchronous client errors (a slow-consumer drop,
@@ -184,15 +197,23 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	rep := &Report{
 		Machine: machine(), Server: env.server, Tasks: o.Tasks, Concurrency: o.Concurrency,
-		Mix: o.Mix.String(), Rate: o.Rate, Trace: o.Trace, Binary: o.Binary, Repeat: o.Repeat,
+		Mix: o.Mix.String(), Rate: o.Rate, Trace: o.Trace, CompareTracing: o.CompareTracing, Binary: o.Binary, Repeat: o.Repeat,
 	}
-	var pipe, base []Stats
+	var pipe, base, traced []Stats
 	for r := range o.Repeat {
 		tasks, err := buildTasks(o.Tasks, o.Mix, o.Binary, runID())
 		if err != nil {
 			return nil, err
 		}
-		loops := []loop{env.pipelineLoop(o)}
+		loops := []loop{env.pipelineLoop(o, o.Trace && !o.CompareTracing)}
+		if o.CompareTracing {
+			// Alternated like the baseline below.
+			if r%2 == 0 {
+				loops = append(loops, env.pipelineLoop(o, true))
+			} else {
+				loops = append([]loop{env.pipelineLoop(o, true)}, loops...)
+			}
+		}
 		if o.Baseline {
 			tmpl, err := outcomeTemplates(env.src.Snapshot(), tasks, baselineConfig(o).Prefix)
 			if err != nil {
@@ -211,9 +232,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			if err != nil {
 				return nil, err
 			}
-			if l.name == "baseline" {
+			switch l.name {
+			case "baseline":
 				base = append(base, st)
-			} else {
+			case tracedLoop:
+				traced = append(traced, st)
+			default:
 				pipe = append(pipe, st)
 			}
 			rep.Runs = append(rep.Runs, st)
@@ -227,22 +251,35 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		key = func(s Stats) float64 { return s.Latency.P99 }
 	}
 	rep.Pipeline = median(pipe, key)
+	if o.CompareTracing {
+		t := median(traced, key)
+		rep.Traced = &t
+		rep.TracedRatios, rep.TracedRatio = pairRatios(traced, pipe)
+	}
 	if o.Baseline {
 		b := median(base, key)
 		rep.Baseline = &b
 		if o.Rate <= 0 {
-			for i := range pipe {
-				if base[i].Throughput > 0 {
-					rep.Ratios = append(rep.Ratios, pipe[i].Throughput/base[i].Throughput)
-				}
-			}
-			if len(rep.Ratios) > 0 {
-				s := slices.Sorted(slices.Values(rep.Ratios))
-				rep.Ratio = s[(len(s)-1)/2]
-			}
+			rep.Ratios, rep.Ratio = pairRatios(pipe, base)
 		}
 	}
 	return rep, nil
+}
+
+// pairRatios are the throughput ratios a[i]/b[i] of runs made back to
+// back, and their median (the lower middle one for an even count).
+func pairRatios(a, b []Stats) ([]float64, float64) {
+	var rs []float64
+	for i := range min(len(a), len(b)) {
+		if b[i].Throughput > 0 {
+			rs = append(rs, a[i].Throughput/b[i].Throughput)
+		}
+	}
+	if len(rs) == 0 {
+		return nil, 0
+	}
+	s := slices.Sorted(slices.Values(rs))
+	return rs, s[(len(s)-1)/2]
 }
 
 // median is the run with the median key (the lower middle one for an even
@@ -396,12 +433,19 @@ func baselineConfig(o Options) pipeline.Config {
 	return cfg
 }
 
-func (e *env) pipelineLoop(o Options) loop {
+// tracedLoop names the traced pipeline runs of CompareTracing.
+const tracedLoop = "pipeline+trace"
+
+func (e *env) pipelineLoop(o Options, traced bool) loop {
 	cfg := pipelineConfig(o)
-	return loop{name: "pipeline", cfg: cfg, start: func(js jetstream.JetStream) (func() error, error) {
+	name := "pipeline"
+	if traced && o.CompareTracing {
+		name = tracedLoop
+	}
+	return loop{name: name, cfg: cfg, start: func(js jetstream.JetStream) (func() error, error) {
 		var tp trace.TracerProvider
 		var shutdown func(context.Context) error
-		if o.Trace {
+		if traced {
 			p := sdktrace.NewTracerProvider(
 				sdktrace.WithSampler(sdktrace.AlwaysSample()),
 				sdktrace.WithBatcher(tracetest.NewNoopExporter()),

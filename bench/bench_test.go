@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,6 +128,7 @@ func TestRunEveryTaskGetsAnOutcome(t *testing.T) {
 		{"preloaded with baseline", Options{Tasks: 200, Concurrency: 2, Baseline: true}},
 		{"binary mode at an offered rate", Options{Tasks: 100, Concurrency: 2, Rate: 2000, Binary: true}},
 		{"traced, failures only", Options{Tasks: 50, Concurrency: 1, Trace: true, Mix: Mix{0, 0, 0, 1}}},
+		{"tracing off and on, two repeats", Options{Tasks: 100, Concurrency: 2, CompareTracing: true, Repeat: 2}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -150,6 +152,19 @@ func TestRunEveryTaskGetsAnOutcome(t *testing.T) {
 					t.Fatal("no baseline in the report")
 				}
 				loops = append(loops, *rep.Baseline)
+			}
+			if c.o.CompareTracing {
+				if rep.Traced == nil || len(rep.TracedRatios) != c.o.Repeat || rep.TracedRatio <= 0 {
+					t.Fatalf("traced %v, ratios %v (median %v): want a traced run and one ratio per repeat", rep.Traced, rep.TracedRatios, rep.TracedRatio)
+				}
+				loops = append(loops, *rep.Traced)
+				var order []string
+				for _, r := range rep.Runs {
+					order = append(order, r.Loop)
+				}
+				if want := []string{"pipeline", "pipeline+trace", "pipeline+trace", "pipeline"}; !slices.Equal(order, want) {
+					t.Errorf("runs %v, want the order alternating: %v", order, want)
+				}
 			}
 			for _, s := range loops {
 				if s.Tasks != c.o.Tasks || s.Outcomes != c.o.Tasks {

@@ -20,21 +20,22 @@ import (
 
 type benchCmd struct {
 	natsFlags
-	Tasks         int           `help:"Task events per run." default:"20000"`
-	Concurrency   int           `help:"Concurrency of the worker (and of the baseline loop)." default:"4"`
-	MaxAckPending int           `help:"Consumer max_ack_pending for both loops (0: the worker's default)." default:"0"`
-	MaxInFlight   int           `help:"Tasks one loop holds past its fetch buffer (0: the worker's default)." default:"0"`
-	FetchBatch    int           `help:"Pull batch of both loops (0: the worker's default)." default:"0"`
-	Mix           string        `help:"Task mix as kind=weight: casts, overlay, replacement, failing." default:"casts=5,overlay=2,replacement=2,failing=1"`
-	Baseline      bool          `help:"Also run the bare JetStream loop on the same server and payloads, and print the ratio."`
-	Rate          float64       `help:"Offered load in tasks/s, published while the loop runs (0: preload all tasks and measure peak throughput)." default:"0"`
-	Trace         bool          `help:"Trace with an always-sampling SDK tracer provider and a discarding exporter."`
-	Binary        bool          `help:"Send tasks in binary content mode (ce-* headers) instead of structured."`
-	Repeat        int           `help:"Runs of each loop; the median run is reported." default:"1"`
-	Purge         bool          `help:"With --nats: allow deleting the bench's streams if they exist on the server."`
-	Timeout       time.Duration `help:"Time limit of each run." default:"5m"`
-	JSON          bool          `name:"json" help:"Print the report as JSON."`
-	CPUProfile    string        `name:"cpuprofile" help:"Write a CPU profile of the pipeline runs to FILE." type:"path" placeholder:"FILE"`
+	Tasks          int           `help:"Task events per run." default:"20000"`
+	Concurrency    int           `help:"Concurrency of the worker (and of the baseline loop)." default:"4"`
+	MaxAckPending  int           `help:"Consumer max_ack_pending for both loops (0: the worker's default)." default:"0"`
+	MaxInFlight    int           `help:"Tasks one loop holds past its fetch buffer (0: the worker's default)." default:"0"`
+	FetchBatch     int           `help:"Pull batch of both loops (0: the worker's default)." default:"0"`
+	Mix            string        `help:"Task mix as kind=weight: casts, overlay, replacement, failing." default:"casts=5,overlay=2,replacement=2,failing=1"`
+	Baseline       bool          `help:"Also run the bare JetStream loop on the same server and payloads, and print the ratio."`
+	Rate           float64       `help:"Offered load in tasks/s, published while the loop runs (0: preload all tasks and measure peak throughput)." default:"0"`
+	Trace          bool          `help:"Trace with an always-sampling SDK tracer provider and a discarding exporter."`
+	CompareTracing bool          `help:"Run the pipeline untraced and traced (as --trace) back to back in each repeat and print what tracing costs."`
+	Binary         bool          `help:"Send tasks in binary content mode (ce-* headers) instead of structured."`
+	Repeat         int           `help:"Runs of each loop; the median run is reported." default:"1"`
+	Purge          bool          `help:"With --nats: allow deleting the bench's streams if they exist on the server."`
+	Timeout        time.Duration `help:"Time limit of each run." default:"5m"`
+	JSON           bool          `name:"json" help:"Print the report as JSON."`
+	CPUProfile     string        `name:"cpuprofile" help:"Write a CPU profile of the pipeline runs to FILE." type:"path" placeholder:"FILE"`
 }
 
 func (c *benchCmd) Run(ctx context.Context, g *globals, kctx *kong.Context) error {
@@ -48,7 +49,7 @@ func (c *benchCmd) Run(ctx context.Context, g *globals, kctx *kong.Context) erro
 	opts := bench.Options{
 		Tasks: c.Tasks, Concurrency: c.Concurrency, Mix: mix,
 		MaxAckPending: c.MaxAckPending, MaxInFlight: c.MaxInFlight, FetchBatch: c.FetchBatch, Baseline: c.Baseline,
-		Rate: c.Rate, Trace: c.Trace, Binary: c.Binary, Repeat: c.Repeat,
+		Rate: c.Rate, Trace: c.Trace, CompareTracing: c.CompareTracing, Binary: c.Binary, Repeat: c.Repeat,
 		URL: c.NATS, Purge: c.Purge, Timeout: c.Timeout, Progress: g.stderr,
 	}
 	if f, ok := g.stderr.(*os.File); ok && telemetry.IsTerminal(f) {
@@ -111,7 +112,10 @@ func printReport(w io.Writer, r *bench.Report) {
 		mode = fmt.Sprintf("offered at %.0f tasks/s", r.Rate)
 	}
 	tracing := "off"
-	if r.Trace {
+	switch {
+	case r.CompareTracing:
+		tracing = "off and on (always sample, discarding exporter), back to back"
+	case r.Trace:
 		tracing = "on (always sample, discarding exporter)"
 	}
 	fmt.Fprintf(w, "rolecall bench: %d tasks %s, concurrency %d, mix %s, %s server, tracing %s\n",
@@ -137,11 +141,21 @@ func printReport(w io.Writer, r *bench.Report) {
 		row(*r.Baseline)
 	}
 	row(r.Pipeline)
+	if r.Traced != nil {
+		row(*r.Traced)
+	}
 	_ = tw.Flush()
 	if r.Baseline != nil && r.Ratio > 0 {
 		fmt.Fprintf(w, "\nratio pipeline/baseline: %.2f", r.Ratio)
 		if len(r.Ratios) > 1 {
 			fmt.Fprintf(w, " (median of the pairs' %.2f)", r.Ratios)
+		}
+		fmt.Fprintln(w)
+	}
+	if r.Traced != nil && r.TracedRatio > 0 {
+		fmt.Fprintf(w, "tracing costs %.1f%% of throughput: traced/untraced %.3f", 100*(1-r.TracedRatio), r.TracedRatio)
+		if len(r.TracedRatios) > 1 {
+			fmt.Fprintf(w, " (median of the pairs' %.3f)", r.TracedRatios)
 		}
 		fmt.Fprintln(w)
 	}
