@@ -1,6 +1,7 @@
 package events_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/rolecall/rolecall/events"
@@ -59,6 +60,73 @@ func BenchmarkEncodeFailed(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// The Append forms write into one reused buffer, as the worker does with
+// its pooled bodies; what remains allocated is headers and subject.
+func BenchmarkAppendResolved(b *testing.B) {
+	d := resolvedFor(b, fullTask, nil)
+	meta := testMeta("T-42")
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _, body, err := events.AppendResolved(buf, "", meta, d)
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf = body
+	}
+	b.SetBytes(int64(len(buf)))
+}
+
+// BenchmarkAppendResolvedLarge is about the size of the bench workload's
+// outcomes (7-8 KB): a 3 KB prompt of prose, quoted twice.
+func BenchmarkAppendResolvedLarge(b *testing.B) {
+	d := largeResolved(b)
+	meta := testMeta("T-42")
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _, body, err := events.AppendResolved(buf, "", meta, d)
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf = body
+	}
+	b.SetBytes(int64(len(buf)))
+}
+
+// largeResolved is resolvedFor(fullTask) with a prompt of about 3 KB of
+// prose (a line break every 70-odd bytes, now and then a quote) and a
+// preamble before it in the system message, like the bench workload's.
+func largeResolved(b testing.TB) *events.ResolvedData {
+	d := *resolvedFor(b, fullTask, nil)
+	var p strings.Builder
+	for p.Len() < 3000 {
+		p.WriteString("Prefer boring technology that the team already operates. Write every\n")
+		p.WriteString("decision down with the alternatives considered and why they lost. When a\n")
+		p.WriteString("choice is hard to reverse, say so in the first paragraph & name who must\n")
+		p.WriteString("agree before it is made. Never invent an owner: write \"unassigned\".\n\n")
+	}
+	d.PromptBody = p.String()
+	d.SystemMessage = "You are part of rolecall, a fleet of agents.\n\n" + d.PromptBody
+	return &d
+}
+
+func BenchmarkAppendFailed(b *testing.B) {
+	f := &events.FailureData{TaskID: ptr("T-44"), Stage: resolve.StageResolve, Code: resolve.CodeModeConflict,
+		Subject: ptr("slow"), Details: map[string]any{"modes": []string{"fast", "slow"}}, Message: "conflict"}
+	meta := testMeta("T-44")
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _, body, err := events.AppendFailed(buf, "", meta, f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf = body
+	}
+	b.SetBytes(int64(len(buf)))
 }
 
 func BenchmarkOutcomeID(b *testing.B) {
