@@ -622,6 +622,17 @@ func (e *env) publish(ctx context.Context, prefix string, tasks []task, seqs []u
 		t := &tasks[i]
 		m := &nats.Msg{Subject: events.TasksSubject(prefix, t.kind.String()), Header: t.header, Data: t.body}
 		f, err := e.driverJS.PublishMsgAsync(m)
+		for errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			// The server is behind (a busy machine): let the outstanding
+			// publishes complete, then send this one again.
+			select {
+			case <-e.driverJS.PublishAsyncComplete():
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			f, err = e.driverJS.PublishMsgAsync(m)
+		}
 		if err != nil {
 			return fmt.Errorf("bench: publish task %d: %w", i, err)
 		}
