@@ -144,6 +144,25 @@ func EncodeResolved(prefix string, meta OutcomeMeta, data *ResolvedData) (string
 // body buffers (the worker returns one when its PubAck has come). A nil
 // dst allocates the body, as EncodeResolved does.
 func AppendResolved(dst []byte, prefix string, meta OutcomeMeta, data *ResolvedData) (string, nats.Header, []byte, error) {
+	return appendResolved(dst, prefix, meta, data, fastBody)
+}
+
+// bodyEncoder chooses how encodeOutcome writes the body.
+type bodyEncoder uint8
+
+const (
+	// fastBody: the hand-written encoder, the reflection one for what it
+	// defers.
+	fastBody bodyEncoder = iota
+	// reflectBody: the reflection encoder only (the tests' reference).
+	reflectBody
+	// fastBodyOnly: the hand-written encoder only; errFastDeferred where
+	// it defers (tests check when it does).
+	fastBodyOnly
+)
+
+// appendResolved is AppendResolved with a choice of body encoder.
+func appendResolved(dst []byte, prefix string, meta OutcomeMeta, data *ResolvedData, enc bodyEncoder) (string, nats.Header, []byte, error) {
 	if data == nil {
 		return "", nil, nil, errors.New("events: EncodeResolved: nil data")
 	}
@@ -157,7 +176,7 @@ func AppendResolved(dst []byte, prefix string, meta OutcomeMeta, data *ResolvedD
 	if meta.TaskID == "" {
 		meta.TaskID = data.TaskID
 	}
-	h, body, err := encodeOutcome(dst, TypeSpecResolved, SchemaResolved, meta, data)
+	h, body, err := encodeOutcome(dst, TypeSpecResolved, SchemaResolved, meta, data, enc)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -174,6 +193,13 @@ func EncodeFailed(prefix string, meta OutcomeMeta, data *FailureData) (string, n
 // AppendFailed is EncodeFailed with the body appended to dst[:0], like
 // AppendResolved.
 func AppendFailed(dst []byte, prefix string, meta OutcomeMeta, data *FailureData) (string, nats.Header, []byte, error) {
+	return appendFailed(dst, prefix, meta, data, fastBody)
+}
+
+// noDetails stands in for nil Details; it is only ever read.
+var noDetails = map[string]any{}
+
+func appendFailed(dst []byte, prefix string, meta OutcomeMeta, data *FailureData, enc bodyEncoder) (string, nats.Header, []byte, error) {
 	if data == nil {
 		return "", nil, nil, errors.New("events: EncodeFailed: nil data")
 	}
@@ -182,7 +208,7 @@ func AppendFailed(dst []byte, prefix string, meta OutcomeMeta, data *FailureData
 	}
 	d := *data
 	if d.Details == nil {
-		d.Details = map[string]any{}
+		d.Details = noDetails
 	}
 	if d.Stage == "" {
 		d.Stage = d.Code.Stage()
@@ -190,7 +216,7 @@ func AppendFailed(dst []byte, prefix string, meta OutcomeMeta, data *FailureData
 	if meta.TaskID == "" && d.TaskID != nil {
 		meta.TaskID = *d.TaskID
 	}
-	h, body, err := encodeOutcome(dst, TypeSpecFailed, SchemaFailed, meta, &d)
+	h, body, err := encodeOutcome(dst, TypeSpecFailed, SchemaFailed, meta, &d, enc)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -210,7 +236,7 @@ func validCode(c resolve.Code) bool {
 	return true
 }
 
-func encodeOutcome(dst []byte, typ, schema string, meta OutcomeMeta, data any) (nats.Header, []byte, error) {
+func encodeOutcome(dst []byte, typ, schema string, meta OutcomeMeta, data any, enc bodyEncoder) (nats.Header, []byte, error) {
 	if meta.ID == "" || controlIndex(meta.ID) >= 0 {
 		return nil, nil, errors.New("events: outcome id is required (without control characters)")
 	}
@@ -220,16 +246,31 @@ func encodeOutcome(dst []byte, typ, schema string, meta OutcomeMeta, data any) (
 	}
 	ev := outEvent{
 		id: meta.ID, source: source, typ: typ, subject: meta.TaskID,
-		dataSchema: orDefault(meta.DataSchemaBase, DefaultDataSchemaBase) + schema, time: meta.Time,
+		dataSchema: orDefault(meta.DataSchemaBase, DefaultDataSchemaBase), schemaFile: schema, time: meta.Time,
 		causationID: meta.CausationID, taskID: meta.TaskID,
 		traceParent: meta.TraceParent, traceState: meta.TraceState,
 	}
 	if meta.TraceParent == "" {
 		ev.traceState = ""
 	}
-	body, err := ev.appendTo(dst, data)
-	if err != nil {
-		return nil, nil, err
+	var body []byte
+	ok := false
+	if enc != reflectBody {
+		b := dst
+		if n := outcomeSizeHint(&ev, data); cap(b) < n {
+			b = make([]byte, 0, n)
+		}
+		if body, ok = ev.appendFast(b, data); !ok && enc == fastBodyOnly {
+			return nil, nil, errFastDeferred
+		}
+	}
+	if !ok {
+		// Whatever the hand-written encoder gives up on, the reflection
+		// encoder decides, errors included.
+		var err error
+		if body, err = ev.appendTo(dst, data); err != nil {
+			return nil, nil, err
+		}
 	}
 	h := nats.Header{}
 	h[HeaderContentType] = []string{ContentTypeCloudEventsJSON}

@@ -19,8 +19,11 @@ import (
 // subject, datacontenttype, dataschema, time, then data, then extensions
 // sorted by name; a test holds the two writers to the same bytes.
 type outEvent struct {
-	id, source, typ, subject, dataSchema string
-	time                                 time.Time
+	id, source, typ, subject string
+	// dataschema is dataSchema + schemaFile (kept apart so that the fast
+	// encoder need not build the string).
+	dataSchema, schemaFile string
+	time                   time.Time
 	// Extensions, written only when non-empty.
 	causationID, taskID, traceParent, traceState string
 }
@@ -64,7 +67,7 @@ func (ev *outEvent) appendTo(dst []byte, data any) ([]byte, error) {
 	member("type", ev.typ)
 	optional("subject", ev.subject)
 	member("datacontenttype", ContentTypeJSON)
-	optional("dataschema", ev.dataSchema)
+	optional("dataschema", ev.dataSchema+ev.schemaFile)
 	if !ev.time.IsZero() {
 		member("time", ev.time.UTC().Format(time.RFC3339Nano))
 	}

@@ -1,0 +1,42 @@
+package events
+
+import "github.com/nats-io/nats.go"
+
+// The reflection encoder, kept as the reference the hand-written one is
+// tested against.
+
+func AppendResolvedReflect(dst []byte, prefix string, meta OutcomeMeta, data *ResolvedData) (string, nats.Header, []byte, error) {
+	return appendResolved(dst, prefix, meta, data, reflectBody)
+}
+
+func AppendFailedReflect(dst []byte, prefix string, meta OutcomeMeta, data *FailureData) (string, nats.Header, []byte, error) {
+	return appendFailed(dst, prefix, meta, data, reflectBody)
+}
+
+// EncodeValueFast writes an open-typed value with the hand-written
+// encoder; ok is false where it defers to the reflection encoder.
+func EncodeValueFast(v any) (b []byte, ok bool) {
+	e := fastEncoder{}
+	e.value(v, 1)
+	return e.b, !e.bad
+}
+
+// QuoteFast quotes s with the hand-written encoder; ok is false for
+// invalid UTF-8.
+func QuoteFast(s string) (b []byte, ok bool) {
+	e := fastEncoder{}
+	e.str(s)
+	return e.b, !e.bad
+}
+
+// ErrFastDeferred is returned by the FastOnly forms where the fast
+// encoder defers to the reflection encoder.
+var ErrFastDeferred = errFastDeferred
+
+func AppendResolvedFastOnly(dst []byte, prefix string, meta OutcomeMeta, data *ResolvedData) (string, nats.Header, []byte, error) {
+	return appendResolved(dst, prefix, meta, data, fastBodyOnly)
+}
+
+func AppendFailedFastOnly(dst []byte, prefix string, meta OutcomeMeta, data *FailureData) (string, nats.Header, []byte, error) {
+	return appendFailed(dst, prefix, meta, data, fastBodyOnly)
+}
