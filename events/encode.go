@@ -166,11 +166,18 @@ func appendResolved(dst []byte, prefix string, meta OutcomeMeta, data *ResolvedD
 	if data == nil {
 		return "", nil, nil, errors.New("events: EncodeResolved: nil data")
 	}
-	token := data.Identity.Name
-	if data.Identity.Kind == resolve.IdentityExternal {
-		token = resolve.ExternalPrefix + token
+	// The checks of resolve.ParseRoleToken on the token kind:name, without
+	// building the token unless it is reported.
+	name, external := data.Identity.Name, data.Identity.Kind == resolve.IdentityExternal
+	rest := name
+	if !external {
+		rest = strings.TrimPrefix(name, resolve.ExternalPrefix)
 	}
-	if _, err := resolve.ParseRoleToken(token); err != nil {
+	if err := resolve.ValidateName("role", rest); err != nil {
+		token := name
+		if external {
+			token = resolve.ExternalPrefix + name
+		}
 		return "", nil, nil, fmt.Errorf("events: EncodeResolved: identity %q is not a role token: %w", token, err)
 	}
 	if meta.TaskID == "" {
@@ -180,7 +187,14 @@ func appendResolved(dst []byte, prefix string, meta OutcomeMeta, data *ResolvedD
 	if err != nil {
 		return "", nil, nil, err
 	}
-	return ResolvedSubject(prefix, token), h, body, nil
+	var subject string
+	if external {
+		// A valid name has no ':' to replace: ResolvedSubject in one step.
+		subject = orDefault(prefix, DefaultPrefix) + ".specs.resolved.external_" + name
+	} else {
+		subject = ResolvedSubject(prefix, name)
+	}
+	return subject, h, body, nil
 }
 
 // EncodeFailed encodes a failure outcome like EncodeResolved. A nil
@@ -272,11 +286,26 @@ func encodeOutcome(dst []byte, typ, schema string, meta OutcomeMeta, data any, e
 			return nil, nil, err
 		}
 	}
-	h := nats.Header{}
-	h[HeaderContentType] = []string{ContentTypeCloudEventsJSON}
-	h[HeaderMsgID] = []string{meta.ID}
-	setTraceHeaders(h, meta.TraceParent, meta.TraceState)
-	return h, body, nil
+	return outcomeHeader(meta), body, nil
+}
+
+// outcomeHeader builds the headers with one array behind all values
+// (each a full slice of its own element, so appending to one copies).
+func outcomeHeader(meta OutcomeMeta) nats.Header {
+	vals := make([]string, 4)
+	h := make(nats.Header, 4)
+	vals[0], vals[1] = ContentTypeCloudEventsJSON, meta.ID
+	h[HeaderContentType] = vals[0:1:1]
+	h[HeaderMsgID] = vals[1:2:2]
+	if meta.TraceParent != "" {
+		vals[2] = meta.TraceParent
+		h[HeaderTraceParent] = vals[2:3:3]
+		if meta.TraceState != "" {
+			vals[3] = meta.TraceState
+			h[HeaderTraceState] = vals[3:4:4]
+		}
+	}
+	return h
 }
 
 // setTraceHeaders writes the lowercase W3C names directly: nats.Header is
