@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 	"github.com/rolecall/rolecall/events"
+	"github.com/rolecall/rolecall/resolve"
 )
 
 // Differential tests: the fast path (decodeTaskFast, decodeTaskDataFast)
@@ -424,6 +425,29 @@ func TestFastDecodeTaskConcurrent(t *testing.T) {
 	for range 4 {
 		if e := <-errs; e != "" {
 			t.Fatal(e)
+		}
+	}
+}
+
+// The original decoder once reused one jsontext.Decoder, whose Reset can
+// drop a member name from a later syntax error's JSON pointer: this body
+// read "within /data//tools" after a good event had gone through the
+// same decoder. The fuzz target (which decodes each input twice) found
+// it; the message must not depend on what was decoded before. (The good
+// event goes through the original decoder on purpose: the fast path
+// would take it without a jsontext.Decoder.)
+func TestDecodeTaskNotJSONMessageStable(t *testing.T) {
+	good, goodBody := encode(t, minimalTask, false)
+	bad := []byte(`{"specversion":"1.0","id":"1","source":"n","type":"` + events.TypeTaskAssigned + `","data":{  "modes":["remortem"],` +
+		` "overrides":{  "model":"opus-4-1",` + "\n" + `    "effort":"",` + "\n" + `    "extra_prompt":"t short.",` + "\n" + `    "tools":[true` + "\n" + `  }` + "\n" + `}}`)
+	for range 3 {
+		if _, err := events.DecodeTaskSlow(good, goodBody, events.DecodeOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := events.DecodeTask(nil, bad, events.DecodeOptions{})
+		wantDecodeError(t, err, resolve.CodeEventInvalid, "", events.ReasonNotJSON)
+		if !strings.Contains(err.Error(), `within "/data/overrides/tools"`) {
+			t.Fatalf("message %q does not name /data/overrides/tools", err)
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -433,11 +432,12 @@ func needsPercent(c byte) bool { return c <= ' ' || c == '"' || c == '%' || c >=
 // names, invalid UTF-8) is left to the task decoder so it is reported as
 // task_invalid with a path.
 func (env *envelope) readStructured(body []byte) *DecodeError {
-	st := envDecoders.Get().(*envDecoder)
-	defer envDecoders.Put(st)
-	st.r.Reset(body)
-	st.dec.Reset(&st.r, envelopeOptions)
-	dec := st.dec
+	// A new decoder every time: a reused one (jsontext.Decoder.Reset,
+	// go-json-experiment/json v1.27.2) can drop a member name from the
+	// JSON pointer of a later syntax error, so the message of a not_json
+	// failure depended on what the decoder had read before. The task hot
+	// path no longer comes here (decode_fast.go).
+	dec := jsontext.NewDecoder(bytes.NewReader(body), envelopeOptions)
 
 	tok, err := dec.ReadToken()
 	if err != nil {
@@ -548,17 +548,6 @@ func (env *envelope) readStructured(body []byte) *DecodeError {
 // those, inside data, reach the task decoder (task_invalid with a path);
 // at the envelope level readStructured finds them itself.
 var envelopeOptions = json.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
-
-type envDecoder struct {
-	r   bytes.Reader
-	dec *jsontext.Decoder
-}
-
-var envDecoders = sync.Pool{New: func() any {
-	st := &envDecoder{}
-	st.dec = jsontext.NewDecoder(&st.r, envelopeOptions)
-	return st
-}}
 
 // deepDataError reports data nested beyond the decoder's limit as
 // task_invalid. The lenient envelope reader does not track member names,
