@@ -210,9 +210,6 @@ func AppendFailed(dst []byte, prefix string, meta OutcomeMeta, data *FailureData
 	return appendFailed(dst, prefix, meta, data, fastBody)
 }
 
-// noDetails stands in for nil Details; it is only ever read.
-var noDetails = map[string]any{}
-
 func appendFailed(dst []byte, prefix string, meta OutcomeMeta, data *FailureData, enc bodyEncoder) (string, nats.Header, []byte, error) {
 	if data == nil {
 		return "", nil, nil, errors.New("events: EncodeFailed: nil data")
@@ -220,21 +217,31 @@ func appendFailed(dst []byte, prefix string, meta OutcomeMeta, data *FailureData
 	if !validCode(data.Code) {
 		return "", nil, nil, fmt.Errorf("events: EncodeFailed: code %q is not a code token", data.Code)
 	}
-	d := *data
-	if d.Details == nil {
-		d.Details = noDetails
+	if meta.TaskID == "" && data.TaskID != nil {
+		meta.TaskID = *data.TaskID
 	}
-	if d.Stage == "" {
-		d.Stage = d.Code.Stage()
-	}
-	if meta.TaskID == "" && d.TaskID != nil {
-		meta.TaskID = *d.TaskID
-	}
-	h, body, err := encodeOutcome(dst, TypeSpecFailed, SchemaFailed, meta, &d, enc)
+	h, body, err := encodeOutcome(dst, TypeSpecFailed, SchemaFailed, meta, data, enc)
 	if err != nil {
 		return "", nil, nil, err
 	}
-	return FailedSubject(prefix, d.Code), h, body, nil
+	return FailedSubject(prefix, data.Code), h, body, nil
+}
+
+// noDetails stands in for nil Details; it is only ever read.
+var noDetails = map[string]any{}
+
+// normalizedFailure is d as a failure outcome carries it: nil Details as
+// {}, an empty Stage as Code.Stage(). The hand-written encoder applies
+// the same rules as it writes, without the copy.
+func normalizedFailure(d *FailureData) *FailureData {
+	c := *d
+	if c.Details == nil {
+		c.Details = noDetails
+	}
+	if c.Stage == "" {
+		c.Stage = c.Code.Stage()
+	}
+	return &c
 }
 
 // validCode keeps a code usable as one subject token.
@@ -281,6 +288,9 @@ func encodeOutcome(dst []byte, typ, schema string, meta OutcomeMeta, data any, e
 	if !ok {
 		// Whatever the hand-written encoder gives up on, the reflection
 		// encoder decides, errors included.
+		if f, ok := data.(*FailureData); ok {
+			data = normalizedFailure(f)
+		}
 		var err error
 		if body, err = ev.appendTo(dst, data); err != nil {
 			return nil, nil, err

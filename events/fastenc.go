@@ -515,17 +515,26 @@ func (e *fastEncoder) resolved(d *ResolvedData) {
 	e.b = append(e.b, '}')
 }
 
+// failure writes FailureData as normalizedFailure(d) would be written.
 func (e *fastEncoder) failure(d *FailureData) {
+	stage := d.Stage
+	if stage == "" {
+		stage = d.Code.Stage()
+	}
 	e.raw(`{"task_id":`)
 	e.strPtr(d.TaskID)
 	e.raw(`,"stage":`)
-	e.str(string(d.Stage))
+	e.str(string(stage))
 	e.raw(`,"code":`)
 	e.str(string(d.Code))
 	e.raw(`,"subject":`)
 	e.strPtr(d.Subject)
 	e.raw(`,"details":`)
-	e.object(d.Details, 1)
+	if d.Details == nil {
+		e.raw("{}")
+	} else {
+		e.object(d.Details, 1)
+	}
 	e.raw(`,"message":`)
 	e.str(d.Message)
 	e.b = append(e.b, '}')
