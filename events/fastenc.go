@@ -39,11 +39,10 @@ import (
 // gave the value to the reflection encoder.
 var errFastDeferred = errors.New("events: the fast encoder defers to the reflection encoder")
 
-// fastEncoder appends JSON to b. bad is set when the value holds
-// something only the reflection encoder reproduces exactly; b is then
-// garbage and must be discarded.
+// fastEncoder's writers append JSON to a buffer. bad is set when the
+// value holds something only the reflection encoder reproduces exactly;
+// the buffer is then garbage and must be discarded.
 type fastEncoder struct {
-	b   []byte
 	bad bool
 }
 
@@ -145,10 +144,14 @@ func appendStringBody(b []byte, s string) ([]byte, bool) {
 // encShort holds the two-character escapes: \" \\ \b \f \n \r \t.
 var encShort = [utf8.RuneSelf]byte{'"': '"', '\\': '\\', '\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't'}
 
+// The writers below take the buffer and return it extended, so that it
+// lives in registers rather than behind the encoder pointer (which would
+// also cost a write barrier per store while the GC runs).
+
 // str appends s as a JSON string. Most strings need no escaping: they
 // are copied in one piece.
-func (e *fastEncoder) str(s string) {
-	b := append(e.b, '"')
+func (e *fastEncoder) str(b []byte, s string) []byte {
+	b = append(b, '"')
 	if n := plainPrefix(s); n == len(s) {
 		b = append(b, s...)
 	} else {
@@ -158,41 +161,35 @@ func (e *fastEncoder) str(s string) {
 			e.bad = true
 		}
 	}
-	e.b = append(b, '"')
+	return append(b, '"')
 }
 
-// raw appends JSON text known to need no quoting (names, punctuation).
-func (e *fastEncoder) raw(s string) { e.b = append(e.b, s...) }
-
-func (e *fastEncoder) boolean(v bool) {
+func boolean(b []byte, v bool) []byte {
 	if v {
-		e.raw("true")
-	} else {
-		e.raw("false")
+		return append(b, "true"...)
 	}
+	return append(b, "false"...)
 }
 
-func (e *fastEncoder) strPtr(p *string) {
+func (e *fastEncoder) strPtr(b []byte, p *string) []byte {
 	if p == nil {
-		e.raw("null")
-	} else {
-		e.str(*p)
+		return append(b, "null"...)
 	}
+	return e.str(b, *p)
 }
 
-func (e *fastEncoder) strings(v []string) {
+func (e *fastEncoder) strings(b []byte, v []string) []byte {
 	if v == nil {
-		e.raw("null")
-		return
+		return append(b, "null"...)
 	}
-	e.b = append(e.b, '[')
+	b = append(b, '[')
 	for i, s := range v {
 		if i > 0 {
-			e.b = append(e.b, ',')
+			b = append(b, ',')
 		}
-		e.str(s)
+		b = e.str(b, s)
 	}
-	e.b = append(e.b, ']')
+	return append(b, ']')
 }
 
 // sortEncEntries orders map entries by key as slices.Sort orders strings;
@@ -225,138 +222,129 @@ func sortedEntries[V any](m map[string]V, buf []encEntry[V]) []encEntry[V] {
 }
 
 // stringLists writes a map[string][]string (permission rules).
-func (e *fastEncoder) stringLists(m map[string][]string) {
+func (e *fastEncoder) stringLists(b []byte, m map[string][]string) []byte {
 	if m == nil {
-		e.raw("null")
-		return
+		return append(b, "null"...)
 	}
 	var buf [16]encEntry[[]string]
-	e.b = append(e.b, '{')
+	b = append(b, '{')
 	for i, en := range sortedEntries(m, buf[:]) {
 		if i > 0 {
-			e.b = append(e.b, ',')
+			b = append(b, ',')
 		}
-		e.str(en.k)
-		e.b = append(e.b, ':')
-		e.strings(en.v)
+		b = append(e.str(b, en.k), ':')
+		b = e.strings(b, en.v)
 	}
-	e.b = append(e.b, '}')
+	return append(b, '}')
 }
 
 // object writes a map[string]any at nesting depth (1 = a member of data).
-func (e *fastEncoder) object(m map[string]any, depth int) {
+func (e *fastEncoder) object(b []byte, m map[string]any, depth int) []byte {
 	if m == nil {
-		e.raw("null")
-		return
+		return append(b, "null"...)
 	}
 	if depth > maxEncDepth {
 		e.bad = true
-		return
+		return b
 	}
 	var buf [16]encEntry[any]
-	e.b = append(e.b, '{')
+	b = append(b, '{')
 	for i, en := range sortedEntries(m, buf[:]) {
 		if i > 0 {
-			e.b = append(e.b, ',')
+			b = append(b, ',')
 		}
-		e.str(en.k)
-		e.b = append(e.b, ':')
-		e.value(en.v, depth+1)
-		if e.bad {
-			return
+		b = append(e.str(b, en.k), ':')
+		if b = e.value(b, en.v, depth+1); e.bad {
+			return b
 		}
 	}
-	e.b = append(e.b, '}')
+	return append(b, '}')
 }
 
 // value writes an open-typed value: the types JSON decoding and the
 // resolver's details produce are written here, anything else is
 // marshaled on its own with dataOptions.
-func (e *fastEncoder) value(v any, depth int) {
+func (e *fastEncoder) value(b []byte, v any, depth int) []byte {
 	switch v := v.(type) {
 	case nil:
-		e.raw("null")
+		return append(b, "null"...)
 	case string:
-		e.str(v)
+		return e.str(b, v)
 	case bool:
-		e.boolean(v)
+		return boolean(b, v)
 	case float64:
-		e.float(v)
+		return e.float(b, v)
 	case int:
-		e.b = strconv.AppendInt(e.b, int64(v), 10)
+		return strconv.AppendInt(b, int64(v), 10)
 	case int64:
-		e.b = strconv.AppendInt(e.b, v, 10)
+		return strconv.AppendInt(b, v, 10)
 	case int32:
-		e.b = strconv.AppendInt(e.b, int64(v), 10)
+		return strconv.AppendInt(b, int64(v), 10)
 	case uint64:
-		e.b = strconv.AppendUint(e.b, v, 10)
+		return strconv.AppendUint(b, v, 10)
 	case uint32:
-		e.b = strconv.AppendUint(e.b, uint64(v), 10)
+		return strconv.AppendUint(b, uint64(v), 10)
 	case uint:
-		e.b = strconv.AppendUint(e.b, uint64(v), 10)
+		return strconv.AppendUint(b, uint64(v), 10)
 	case map[string]any:
-		e.object(v, depth)
+		return e.object(b, v, depth)
 	case []any:
 		if v == nil {
-			e.raw("null")
-			return
+			return append(b, "null"...)
 		}
 		if depth > maxEncDepth {
 			e.bad = true
-			return
+			return b
 		}
-		e.b = append(e.b, '[')
+		b = append(b, '[')
 		for i, x := range v {
 			if i > 0 {
-				e.b = append(e.b, ',')
+				b = append(b, ',')
 			}
-			e.value(x, depth+1)
-			if e.bad {
-				return
+			if b = e.value(b, x, depth+1); e.bad {
+				return b
 			}
 		}
-		e.b = append(e.b, ']')
+		return append(b, ']')
 	case []string:
-		e.strings(v)
-	default:
-		e.marshal(v, depth)
+		return e.strings(b, v)
 	}
+	return e.marshal(b, v, depth)
 }
 
 // float writes f as the reflection encoder does (ECMAScript number
 // formatting); NaN and ±Inf are its errors.
-func (e *fastEncoder) float(f float64) {
+func (e *fastEncoder) float(b []byte, f float64) []byte {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		e.bad = true
-		return
+		return b
 	}
 	if a := math.Abs(f); a == 0 || a >= 1e-6 && a < 1e21 {
-		e.b = strconv.AppendFloat(e.b, f, 'f', -1, 64)
-		return
+		return strconv.AppendFloat(b, f, 'f', -1, 64)
 	}
-	start := len(e.b)
-	e.b = strconv.AppendFloat(e.b, f, 'e', -1, 64)
+	start := len(b)
+	b = strconv.AppendFloat(b, f, 'e', -1, 64)
 	// strconv writes at least two exponent digits ("1e-07"), ECMAScript
 	// as many as needed ("1e-7").
-	if n := len(e.b); n-start >= 4 && e.b[n-2] == '0' && (e.b[n-3] == '-' || e.b[n-3] == '+') {
-		e.b[n-2] = e.b[n-1]
-		e.b = e.b[:n-1]
+	if n := len(b); n-start >= 4 && b[n-2] == '0' && (b[n-3] == '-' || b[n-3] == '+') {
+		b[n-2] = b[n-1]
+		b = b[:n-1]
 	}
+	return b
 }
 
 // marshal appends v marshaled on its own with dataOptions.
-func (e *fastEncoder) marshal(v any, depth int) {
+func (e *fastEncoder) marshal(b []byte, v any, depth int) []byte {
 	if depth > maxEncDepth {
 		e.bad = true
-		return
+		return b
 	}
-	w := encWriter{b: e.b}
-	start := len(e.b)
+	w := encWriter{b: b}
 	err := json.MarshalWrite(&w, v, dataOptions)
-	e.b = w.b
-	if err != nil || len(e.b)-start >= maxEncSubValue {
+	if err != nil || len(w.b)-len(b) >= maxEncSubValue {
 		e.bad = true
 	}
+	return w.b
 }
 
 type encWriter struct{ b []byte }
@@ -366,235 +354,180 @@ func (w *encWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (e *fastEncoder) policy(p *resolve.PermissionPolicy) {
+func (e *fastEncoder) policy(b []byte, p *resolve.PermissionPolicy) []byte {
 	if p == nil {
-		e.raw("null")
-		return
+		return append(b, "null"...)
 	}
-	e.raw(`{"mode":`)
-	e.str(string(p.Mode))
-	e.raw(`,"allow":`)
-	e.stringLists(p.Allow)
-	e.raw(`,"deny":`)
-	e.stringLists(p.Deny)
-	e.raw(`,"escalate":`)
-	e.stringLists(p.Escalate)
-	e.b = append(e.b, '}')
+	b = e.str(append(b, `{"mode":`...), string(p.Mode))
+	b = e.stringLists(append(b, `,"allow":`...), p.Allow)
+	b = e.stringLists(append(b, `,"deny":`...), p.Deny)
+	b = e.stringLists(append(b, `,"escalate":`...), p.Escalate)
+	return append(b, '}')
 }
 
-func (e *fastEncoder) sources(s *resolve.Sources) {
-	e.raw(`{"identity":`)
-	e.str(s.Identity)
-	e.raw(`,"pack":`)
-	e.str(s.Pack)
-	e.raw(`,"model":`)
-	e.str(s.Model)
-	e.raw(`,"effort":`)
-	e.str(s.Effort)
-	e.raw(`,"modes":`)
-	e.str(s.Modes)
-	e.raw(`,"tools":`)
-	e.str(s.Tools)
-	e.raw(`,"permissions":`)
-	e.str(s.Permissions)
-	e.raw(`,"yolo":`)
-	e.str(s.Yolo)
-	e.raw(`,"bypass":`)
-	e.str(s.Bypass)
-	e.raw(`,"fast_mode":`)
-	e.str(s.FastMode)
-	e.raw(`,"lion_system":`)
-	e.str(s.LionSystem)
-	e.raw(`,"prompt":`)
-	e.str(s.Prompt)
-	e.raw(`,"artifact_defaults":`)
-	e.str(s.ArtifactDefaults)
-	e.raw(`,"timeout":`)
-	e.str(s.Timeout)
-	e.raw(`,"active":`)
-	e.str(s.Active)
-	e.b = append(e.b, '}')
+func (e *fastEncoder) sources(b []byte, s *resolve.Sources) []byte {
+	b = e.str(append(b, `{"identity":`...), s.Identity)
+	b = e.str(append(b, `,"pack":`...), s.Pack)
+	b = e.str(append(b, `,"model":`...), s.Model)
+	b = e.str(append(b, `,"effort":`...), s.Effort)
+	b = e.str(append(b, `,"modes":`...), s.Modes)
+	b = e.str(append(b, `,"tools":`...), s.Tools)
+	b = e.str(append(b, `,"permissions":`...), s.Permissions)
+	b = e.str(append(b, `,"yolo":`...), s.Yolo)
+	b = e.str(append(b, `,"bypass":`...), s.Bypass)
+	b = e.str(append(b, `,"fast_mode":`...), s.FastMode)
+	b = e.str(append(b, `,"lion_system":`...), s.LionSystem)
+	b = e.str(append(b, `,"prompt":`...), s.Prompt)
+	b = e.str(append(b, `,"artifact_defaults":`...), s.ArtifactDefaults)
+	b = e.str(append(b, `,"timeout":`...), s.Timeout)
+	b = e.str(append(b, `,"active":`...), s.Active)
+	return append(b, '}')
 }
 
-func (e *fastEncoder) diagnostics(ds []resolve.Diagnostic) {
+func (e *fastEncoder) diagnostics(b []byte, ds []resolve.Diagnostic) []byte {
 	if ds == nil {
-		e.raw("null")
-		return
+		return append(b, "null"...)
 	}
-	e.b = append(e.b, '[')
+	b = append(b, '[')
 	for i := range ds {
 		if i > 0 {
-			e.b = append(e.b, ',')
+			b = append(b, ',')
 		}
-		e.raw(`{"code":`)
-		e.str(ds[i].Code)
-		e.raw(`,"message":`)
-		e.str(ds[i].Message)
-		e.b = append(e.b, '}')
+		b = e.str(append(b, `{"code":`...), ds[i].Code)
+		b = e.str(append(b, `,"message":`...), ds[i].Message)
+		b = append(b, '}')
 	}
-	e.b = append(e.b, ']')
+	return append(b, ']')
 }
 
 // resolved writes ResolvedData. The system message is usually the prompt
 // body, or a preamble and the body: the body's quoted form is then copied
 // rather than quoted a second time.
-func (e *fastEncoder) resolved(d *ResolvedData) {
+func (e *fastEncoder) resolved(b []byte, d *ResolvedData) []byte {
 	s := &d.ResolvedAgentSpec
-	e.raw(`{"task_id":`)
-	e.str(d.TaskID)
-	e.raw(`,"identity":{"kind":`)
-	e.str(string(s.Identity.Kind))
-	e.raw(`,"name":`)
-	e.str(s.Identity.Name)
-	e.raw(`,"modes":`)
-	e.strings(s.Identity.Modes)
-	e.raw(`},"pack":{"name":`)
-	e.str(s.Pack.Name)
-	e.raw(`,"digest":`)
-	e.str(s.Pack.Digest)
-	e.raw(`},"active":`)
-	e.boolean(s.Active)
-	e.raw(`,"model":`)
-	e.str(s.Model)
-	e.raw(`,"effort":`)
-	e.strPtr(s.Effort)
-	e.raw(`,"tools":`)
-	e.strings(s.Tools)
-	e.raw(`,"permissions":`)
-	e.policy(s.Permissions)
-	e.raw(`,"yolo":`)
-	e.boolean(s.Yolo)
-	e.raw(`,"bypass":`)
-	e.boolean(s.Bypass)
-	e.raw(`,"fast_mode":`)
-	e.boolean(s.FastMode)
-	e.raw(`,"lion_system":`)
-	e.boolean(s.LionSystem)
-	e.raw(`,"prompt_disposition":`)
-	e.str(string(s.PromptDisposition))
-	e.raw(`,"prompt_body":`)
-	bodyStart := len(e.b)
-	e.str(s.PromptBody)
-	bodyEnd := len(e.b)
-	e.raw(`,"prompt_overlays":`)
-	e.strings(s.PromptOverlays)
-	e.raw(`,"grant_role_emissions":`)
-	e.boolean(s.GrantRoleEmission)
-	e.raw(`,"emits":`)
-	e.strings(s.Emits)
-	e.raw(`,"artifact_defaults":`)
-	e.object(s.ArtifactDefaults, 1)
-	e.raw(`,"timeout":`)
+	b = e.str(append(b, `{"task_id":`...), d.TaskID)
+	b = e.str(append(b, `,"identity":{"kind":`...), string(s.Identity.Kind))
+	b = e.str(append(b, `,"name":`...), s.Identity.Name)
+	b = e.strings(append(b, `,"modes":`...), s.Identity.Modes)
+	b = e.str(append(b, `},"pack":{"name":`...), s.Pack.Name)
+	b = e.str(append(b, `,"digest":`...), s.Pack.Digest)
+	b = boolean(append(b, `},"active":`...), s.Active)
+	b = e.str(append(b, `,"model":`...), s.Model)
+	b = e.strPtr(append(b, `,"effort":`...), s.Effort)
+	b = e.strings(append(b, `,"tools":`...), s.Tools)
+	b = e.policy(append(b, `,"permissions":`...), s.Permissions)
+	b = boolean(append(b, `,"yolo":`...), s.Yolo)
+	b = boolean(append(b, `,"bypass":`...), s.Bypass)
+	b = boolean(append(b, `,"fast_mode":`...), s.FastMode)
+	b = boolean(append(b, `,"lion_system":`...), s.LionSystem)
+	b = e.str(append(b, `,"prompt_disposition":`...), string(s.PromptDisposition))
+	b = append(b, `,"prompt_body":`...)
+	bodyStart := len(b)
+	b = e.str(b, s.PromptBody)
+	bodyEnd := len(b)
+	b = e.strings(append(b, `,"prompt_overlays":`...), s.PromptOverlays)
+	b = boolean(append(b, `,"grant_role_emissions":`...), s.GrantRoleEmission)
+	b = e.strings(append(b, `,"emits":`...), s.Emits)
+	b = e.object(append(b, `,"artifact_defaults":`...), s.ArtifactDefaults, 1)
+	b = append(b, `,"timeout":`...)
 	if s.Timeout == nil {
-		e.raw("null")
+		b = append(b, "null"...)
 	} else {
-		e.b = strconv.AppendInt(e.b, int64(*s.Timeout), 10)
+		b = strconv.AppendInt(b, int64(*s.Timeout), 10)
 	}
-	e.raw(`,"resume_on_timeout":`)
-	e.boolean(s.ResumeOnTimeout)
-	e.raw(`,"sources":`)
-	e.sources(&s.Sources)
-	e.raw(`,"diagnostics":`)
-	e.diagnostics(s.Diagnostics)
-	e.raw(`,"system_message":`)
+	b = boolean(append(b, `,"resume_on_timeout":`...), s.ResumeOnTimeout)
+	b = e.sources(append(b, `,"sources":`...), &s.Sources)
+	b = e.diagnostics(append(b, `,"diagnostics":`...), s.Diagnostics)
+	b = append(b, `,"system_message":`...)
 	// A string's quoted form is the concatenation of its parts' when each
 	// part is valid UTF-8 (escaping is per rune); a valid body cannot
 	// begin with a continuation byte, so the split is at a rune boundary.
 	// If anything was invalid, e.bad is already set.
 	if msg := d.SystemMessage; len(s.PromptBody) >= 64 && strings.HasSuffix(msg, s.PromptBody) {
 		var ok bool
-		e.b = append(e.b, '"')
-		e.b, ok = appendStringBody(e.b, msg[:len(msg)-len(s.PromptBody)])
+		b, ok = appendStringBody(append(b, '"'), msg[:len(msg)-len(s.PromptBody)])
 		e.bad = e.bad || !ok
-		e.b = append(e.b, e.b[bodyStart+1:bodyEnd]...)
+		b = append(b, b[bodyStart+1:bodyEnd]...)
 	} else {
-		e.str(msg)
+		b = e.str(b, msg)
 	}
-	e.raw(`,"inputs_digest":`)
-	e.str(d.InputsDigest)
-	e.b = append(e.b, '}')
+	b = e.str(append(b, `,"inputs_digest":`...), d.InputsDigest)
+	return append(b, '}')
 }
 
 // failure writes FailureData as normalizedFailure(d) would be written.
-func (e *fastEncoder) failure(d *FailureData) {
+func (e *fastEncoder) failure(b []byte, d *FailureData) []byte {
 	stage := d.Stage
 	if stage == "" {
 		stage = d.Code.Stage()
 	}
-	e.raw(`{"task_id":`)
-	e.strPtr(d.TaskID)
-	e.raw(`,"stage":`)
-	e.str(string(stage))
-	e.raw(`,"code":`)
-	e.str(string(d.Code))
-	e.raw(`,"subject":`)
-	e.strPtr(d.Subject)
-	e.raw(`,"details":`)
+	b = e.strPtr(append(b, `{"task_id":`...), d.TaskID)
+	b = e.str(append(b, `,"stage":`...), string(stage))
+	b = e.str(append(b, `,"code":`...), string(d.Code))
+	b = e.strPtr(append(b, `,"subject":`...), d.Subject)
+	b = append(b, `,"details":`...)
 	if d.Details == nil {
-		e.raw("{}")
+		b = append(b, "{}"...)
 	} else {
-		e.object(d.Details, 1)
+		b = e.object(b, d.Details, 1)
 	}
-	e.raw(`,"message":`)
-	e.str(d.Message)
-	e.b = append(e.b, '}')
+	b = e.str(append(b, `,"message":`...), d.Message)
+	return append(b, '}')
 }
 
 // data writes outcome data of the types encodeOutcome is given.
-func (e *fastEncoder) data(v any) {
+func (e *fastEncoder) data(b []byte, v any) []byte {
 	switch d := v.(type) {
 	case *ResolvedData:
-		e.resolved(d)
+		return e.resolved(b, d)
 	case *FailureData:
-		e.failure(d)
-	default:
-		e.marshal(v, 0)
+		return e.failure(b, d)
 	}
+	return e.marshal(b, v, 0)
 }
 
 // appendFast writes the event as appendTo does, with the hand-written
 // data encoder, appending to b[:0]; false means appendTo must be used.
 func (ev *outEvent) appendFast(b []byte, data any) ([]byte, bool) {
-	e := fastEncoder{b: b[:0]}
-	e.raw(`{"specversion":"` + SpecVersion + `","id":`)
-	e.str(ev.id)
-	e.raw(`,"source":`)
-	e.str(ev.source)
-	e.raw(`,"type":`)
-	e.str(ev.typ)
+	var e fastEncoder
+	b = e.str(append(b[:0], `{"specversion":"`+SpecVersion+`","id":`...), ev.id)
+	b = e.str(append(b, `,"source":`...), ev.source)
+	b = e.str(append(b, `,"type":`...), ev.typ)
 	if ev.subject != "" {
-		e.raw(`,"subject":`)
-		e.str(ev.subject)
+		b = e.str(append(b, `,"subject":`...), ev.subject)
 	}
-	e.raw(`,"datacontenttype":"` + ContentTypeJSON + `"`)
+	b = append(b, `,"datacontenttype":"`+ContentTypeJSON+`"`...)
 	if ev.dataSchema != "" || ev.schemaFile != "" {
 		// Quoting the two parts is quoting their concatenation when both
 		// are valid UTF-8 (see resolved), and nothing else gets this far.
 		var ok1, ok2 bool
-		e.raw(`,"dataschema":"`)
-		e.b, ok1 = appendStringBody(e.b, ev.dataSchema)
-		e.b, ok2 = appendStringBody(e.b, ev.schemaFile)
-		e.b = append(e.b, '"')
+		b, ok1 = appendStringBody(append(b, `,"dataschema":"`...), ev.dataSchema)
+		b, ok2 = appendStringBody(b, ev.schemaFile)
+		b = append(b, '"')
 		e.bad = e.bad || !ok1 || !ok2
 	}
 	if !ev.time.IsZero() {
 		// RFC 3339 text in UTC is digits and "-:.TZ": nothing to escape.
-		e.raw(`,"time":"`)
-		e.b = ev.time.UTC().AppendFormat(e.b, time.RFC3339Nano)
-		e.b = append(e.b, '"')
+		b = ev.time.UTC().AppendFormat(append(b, `,"time":"`...), time.RFC3339Nano)
+		b = append(b, '"')
 	}
-	e.raw(`,"data":`)
-	e.data(data)
-	e.ext(`,"`+ExtCausationID+`":`, ev.causationID)
-	e.ext(`,"`+ExtTaskID+`":`, ev.taskID)
-	e.ext(`,"`+ExtTraceParent+`":`, ev.traceParent)
-	e.ext(`,"`+ExtTraceState+`":`, ev.traceState)
-	e.b = append(e.b, '}')
-	return e.b, !e.bad
+	b = e.data(append(b, `,"data":`...), data)
+	b = e.ext(b, `,"`+ExtCausationID+`":`, ev.causationID)
+	b = e.ext(b, `,"`+ExtTaskID+`":`, ev.taskID)
+	b = e.ext(b, `,"`+ExtTraceParent+`":`, ev.traceParent)
+	b = e.ext(b, `,"`+ExtTraceState+`":`, ev.traceState)
+	return append(b, '}'), !e.bad
 }
 
-// outcomeSizeHint guesses the encoded size of an outcome, a little high, so that
-// a body usually gets one array of the right size.
+func (e *fastEncoder) ext(b []byte, member, value string) []byte {
+	if value == "" {
+		return b
+	}
+	return e.str(append(b, member...), value)
+}
+
+// outcomeSizeHint guesses the encoded size of an outcome, a little high,
+// so that a body usually gets one array of the right size.
 func outcomeSizeHint(ev *outEvent, data any) int {
 	n := 512 + len(ev.id) + len(ev.source) + len(ev.subject) + len(ev.dataSchema) +
 		len(ev.causationID) + len(ev.taskID) + len(ev.traceParent) + len(ev.traceState)
@@ -606,11 +539,4 @@ func outcomeSizeHint(ev *outEvent, data any) int {
 		n += 256 + len(d.Message) + len(d.Message)/8 + 64*len(d.Details)
 	}
 	return n
-}
-
-func (e *fastEncoder) ext(member, value string) {
-	if value != "" {
-		e.raw(member)
-		e.str(value)
-	}
 }

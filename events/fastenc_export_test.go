@@ -16,17 +16,17 @@ func AppendFailedReflect(dst []byte, prefix string, meta OutcomeMeta, data *Fail
 // EncodeValueFast writes an open-typed value with the hand-written
 // encoder; ok is false where it defers to the reflection encoder.
 func EncodeValueFast(v any) (b []byte, ok bool) {
-	e := fastEncoder{}
-	e.value(v, 1)
-	return e.b, !e.bad
+	var e fastEncoder
+	b = e.value(nil, v, 1)
+	return b, !e.bad
 }
 
 // QuoteFast quotes s with the hand-written encoder; ok is false for
 // invalid UTF-8.
 func QuoteFast(s string) (b []byte, ok bool) {
-	e := fastEncoder{}
-	e.str(s)
-	return e.b, !e.bad
+	var e fastEncoder
+	b = e.str(nil, s)
+	return b, !e.bad
 }
 
 // ErrFastDeferred is returned by the FastOnly forms where the fast
