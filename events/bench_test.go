@@ -80,14 +80,22 @@ func BenchmarkAppendResolved(b *testing.B) {
 }
 
 // BenchmarkAppendResolvedLarge is about the size of the bench workload's
-// outcomes (7-8 KB): a 3 KB prompt of prose, quoted twice.
+// outcomes (7-8 KB): a 3 KB prompt of prose, quoted twice. As in the
+// worker, where every task's prompt is built anew, successive outcomes
+// hold equal prompts in different strings.
 func BenchmarkAppendResolvedLarge(b *testing.B) {
 	d := largeResolved(b)
+	d2 := *d
+	d2.PromptBody = strings.Clone(d.PromptBody)
+	d2.SystemMessage = strings.Clone(d.SystemMessage)
+	ds := [2]*events.ResolvedData{d, &d2}
 	meta := testMeta("T-42")
 	var buf []byte
 	b.ReportAllocs()
+	i := 0
 	for b.Loop() {
-		_, _, body, err := events.AppendResolved(buf, "", meta, d)
+		i++
+		_, _, body, err := events.AppendResolved(buf, "", meta, ds[i%2])
 		if err != nil {
 			b.Fatal(err)
 		}

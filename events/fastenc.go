@@ -423,7 +423,7 @@ func (e *fastEncoder) resolved(b []byte, d *ResolvedData) []byte {
 	b = e.str(append(b, `,"prompt_disposition":`...), string(s.PromptDisposition))
 	b = append(b, `,"prompt_body":`...)
 	bodyStart := len(b)
-	b = e.str(b, s.PromptBody)
+	b = e.strCached(b, s.PromptBody)
 	bodyEnd := len(b)
 	b = e.strings(append(b, `,"prompt_overlays":`...), s.PromptOverlays)
 	b = boolean(append(b, `,"grant_role_emissions":`...), s.GrantRoleEmission)

@@ -40,3 +40,9 @@ func AppendResolvedFastOnly(dst []byte, prefix string, meta OutcomeMeta, data *R
 func AppendFailedFastOnly(dst []byte, prefix string, meta OutcomeMeta, data *FailureData) (string, nats.Header, []byte, error) {
 	return appendFailed(dst, prefix, meta, data, fastBodyOnly)
 }
+
+// QuotedCached reports whether s's quoted form is in the prompt table.
+func QuotedCached(s string) bool {
+	en := quotedTable[quotedHash(s)%quotedSlots].Load()
+	return en != nil && en.s == s
+}

@@ -1,0 +1,94 @@
+package events_test
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rolecall/rolecall/events"
+)
+
+// resolvedWithPrompt is the casts outcome with prompt as its prompt body
+// (in a string of its own) and the system message built on it.
+func resolvedWithPrompt(t testing.TB, prompt string) *events.ResolvedData {
+	d := *resolvedFor(t, fullTask, nil)
+	d.PromptBody = strings.Clone(prompt)
+	d.SystemMessage = "You are part of rolecall.\n\n" + d.PromptBody
+	return &d
+}
+
+// TestQuotedPromptTable: a prompt body seen twice is kept quoted, and the
+// kept form is used only for an equal string, never for one that hashes
+// alike (same length and samples, a byte changed elsewhere), nor kept for
+// invalid UTF-8.
+func TestQuotedPromptTable(t *testing.T) {
+	prompt := longPrompt(3000) + " (table test)"
+	meta := testMeta("T-42")
+	encodeBoth := func(p string) {
+		t.Helper()
+		checkSame(t, resolvedEncoders, "", meta, resolvedWithPrompt(t, p), false)
+	}
+	for range 3 {
+		encodeBoth(prompt)
+	}
+	if !events.QuotedCached(prompt) {
+		t.Fatal("a prompt encoded three times is not in the table")
+	}
+	// Outside the three 64-byte samples the hash reads (start, middle,
+	// end): same slot, different contents.
+	for _, i := range []int{100, len(prompt)/2 + 40, len(prompt) - 100} {
+		b := []byte(prompt)
+		b[i] ^= 1
+		other := string(b)
+		encodeBoth(other)
+		// The slot had seen this hash (the prompt's): admitted at once.
+		if !events.QuotedCached(other) {
+			t.Fatalf("byte %d: the variant did not take the prompt's slot; the test would not test a shared slot", i)
+		}
+		encodeBoth(prompt) // must not be given the variant's bytes
+		encodeBoth(prompt)
+		b[i] = 0xff
+		for range 3 {
+			encodeBoth(string(b))
+		}
+		if events.QuotedCached(string(b)) || !events.QuotedCached(prompt) {
+			t.Errorf("byte %d: invalid UTF-8 was kept, or replaced the prompt", i)
+		}
+	}
+}
+
+// TestQuotedPromptTableConcurrent: encoders share the table (run with
+// -race); every body equals the one a lone encoder writes.
+func TestQuotedPromptTableConcurrent(t *testing.T) {
+	prompts := []string{longPrompt(2000) + "a", longPrompt(2000) + "b", longPrompt(5000), longPrompt(300)}
+	meta := testMeta("T-42")
+	want := make([][]byte, len(prompts))
+	for i, p := range prompts {
+		_, _, b, err := events.AppendResolvedReflect(nil, "", meta, resolvedWithPrompt(t, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = b
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			var buf []byte
+			for n := range 200 {
+				i := (g + n) % len(prompts)
+				_, _, body, err := events.AppendResolved(buf, "", meta, resolvedWithPrompt(t, prompts[i]))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !bytes.Equal(body, want[i]) {
+					t.Errorf("goroutine %d, outcome %d: body differs from the reference", g, n)
+					return
+				}
+				buf = body
+			}
+		})
+	}
+	wg.Wait()
+}
