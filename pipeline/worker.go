@@ -68,6 +68,10 @@ type Worker struct {
 	src    SnapshotSource
 	opt    Options
 	log    *slog.Logger
+	// tracing is false with the no-op tracer provider: the worker then
+	// starts no spans at all (a no-op span still costs a context and the
+	// options), and the incoming context alone reaches the outcome.
+	tracing bool
 	tracer trace.Tracer
 
 	mu    sync.Mutex
@@ -98,9 +102,10 @@ func New(js jetstream.JetStream, src SnapshotSource, cfg Config, opt Options) (*
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
+	_, noop := opt.TracerProvider.(tracenoop.TracerProvider)
 	return &Worker{
 		js: js, cfg: cfg, src: src, opt: opt, log: opt.Logger,
-		tracer: opt.TracerProvider.Tracer(telemetry.ScopeName),
+		tracer: opt.TracerProvider.Tracer(telemetry.ScopeName), tracing: !noop,
 	}, nil
 }
 
@@ -390,18 +395,24 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 	// started afterwards with the times they really began.
 	ceParent, ceState := extensionContext(inc.Event.Extensions())
 	parent := telemetry.ExtractTask(ctx, w.opt.Propagator, header, ceParent, ceState)
-	ctx, span = w.tracer.Start(parent, telemetry.SpanProcess, consumerKind, trace.WithTimestamp(start))
-	recording := span.IsRecording()
-	// The process span's attributes are gathered and set in two calls
-	// (here and in finish): each SetAttributes grows the span's slice.
-	var attrs [8]attribute.KeyValue
-	procAttrs := attrs[:0]
-	if recording {
-		procAttrs = taskAttrs(procAttrs, msg.Subject(), &inc)
+	ctx = parent
+	var procAttrs []attribute.KeyValue
+	recording := false
+	if w.tracing {
+		ctx, span = w.tracer.Start(parent, telemetry.SpanProcess, consumerKind, trace.WithTimestamp(start))
+		recording = span.IsRecording()
+		_, dspan := w.tracer.Start(ctx, telemetry.SpanDecode, trace.WithTimestamp(decodeStart))
+		w.stageEnd(ctx, dspan, resolve.StageDecode, decodeEnd.Sub(decodeStart), decodeErr, trace.WithTimestamp(decodeEnd))
+	} else {
+		// span stays the context's span, which End and SetStatus ignore.
+		w.stageEnd(ctx, nil, resolve.StageDecode, decodeEnd.Sub(decodeStart), decodeErr)
 	}
-
-	_, dspan := w.tracer.Start(ctx, telemetry.SpanDecode, trace.WithTimestamp(decodeStart))
-	w.stageEnd(ctx, dspan, resolve.StageDecode, decodeEnd.Sub(decodeStart), decodeErr, trace.WithTimestamp(decodeEnd))
+	if recording {
+		// The process span's attributes are gathered and set in two
+		// calls (here and in finish): each SetAttributes grows the
+		// span's slice.
+		procAttrs = taskAttrs(make([]attribute.KeyValue, 0, 8), msg.Subject(), &inc)
+	}
 
 	var out Outcome
 	if decodeErr != nil {
@@ -453,16 +464,15 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 			}
 			m, d.pub, d.pubStart, transient = w.encode(ctx, id, inc, &out)
 		}
+		// An encode error has ended the publish stage already.
 		if transient == nil {
 			d.outcome = m
 			d.future, transient = w.js.PublishMsgAsync(m)
 			if transient != nil {
 				recycle(m)
 				transient = fmt.Errorf("publish outcome: %w", transient)
+				w.stageDone(ctx, d.pub, "publish", d.pubStart, transient)
 			}
-		}
-		if transient != nil && d.pub != nil {
-			w.stageDone(ctx, d.pub, "publish", d.pubStart, transient)
 		}
 	}
 	if transient != nil {
@@ -598,7 +608,10 @@ func (w *Worker) release(ctx context.Context, span trace.Span, keepAlive *time.T
 // An error means nothing is to be published; the span is then already
 // ended when it is nil.
 func (w *Worker) encode(ctx context.Context, id string, inc events.Incoming, out *Outcome) (*nats.Msg, trace.Span, time.Time, error) {
-	ctx, span := w.tracer.Start(ctx, telemetry.SpanPublish, producerKind)
+	var span trace.Span
+	if w.tracing {
+		ctx, span = w.tracer.Start(ctx, telemetry.SpanPublish, producerKind)
+	}
 	start := time.Now()
 
 	meta := events.OutcomeMeta{
@@ -637,7 +650,7 @@ func (w *Worker) encode(ctx context.Context, id string, inc events.Incoming, out
 			return nil, nil, start, err
 		}
 	}
-	if span.IsRecording() {
+	if span != nil && span.IsRecording() {
 		typ := events.TypeSpecFailed
 		if out.Resolved != nil {
 			typ = events.TypeSpecResolved
@@ -693,7 +706,10 @@ func (w *Worker) publish(ctx context.Context, id string, inc events.Incoming, ou
 	if err != nil {
 		return nil, err
 	}
-	ack, err := w.js.PublishMsg(trace.ContextWithSpan(ctx, span), m)
+	if span != nil {
+		ctx = trace.ContextWithSpan(ctx, span)
+	}
+	ack, err := w.js.PublishMsg(ctx, m)
 	recycle(m)
 	if err != nil {
 		err = fmt.Errorf("publish outcome: %w", err)
@@ -728,7 +744,10 @@ func (w *Worker) keepAlive(msg jetstream.Msg) *time.Timer {
 func (w *Worker) observer(ctx context.Context) StageFunc {
 	return func(stage resolve.Stage) func(error) {
 		start := time.Now()
-		_, span := w.tracer.Start(ctx, spanName(stage))
+		var span trace.Span
+		if w.tracing {
+			_, span = w.tracer.Start(ctx, spanName(stage))
+		}
 		return func(err error) { w.stageDone(ctx, span, stage, start, err) }
 	}
 }
@@ -741,14 +760,17 @@ func (w *Worker) stageDone(ctx context.Context, span trace.Span, stage resolve.S
 
 // stageEnd ends a stage span (with its failure code, if any) and records
 // the stage's duration d.
+// A nil span (tracing off) records only the duration.
 func (w *Worker) stageEnd(ctx context.Context, span trace.Span, stage resolve.Stage, d time.Duration, err error, end ...trace.SpanEndOption) {
-	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
-		if c := errorCode(err); c != "" {
-			span.SetAttributes(attribute.String(telemetry.AttrErrorCode, string(c)))
+	if span != nil {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+			if c := errorCode(err); c != "" {
+				span.SetAttributes(attribute.String(telemetry.AttrErrorCode, string(c)))
+			}
 		}
+		span.End(end...)
 	}
-	span.End(end...)
 	if in := w.opt.Instruments; in != nil {
 		in.StageDone(ctx, string(stage), d)
 	}
