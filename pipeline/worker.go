@@ -63,16 +63,16 @@ type Options struct {
 
 // Worker consumes task events and publishes exactly one outcome per task.
 type Worker struct {
-	js     jetstream.JetStream
-	cfg    Config
-	src    SnapshotSource
-	opt    Options
-	log    *slog.Logger
+	js  jetstream.JetStream
+	cfg Config
+	src SnapshotSource
+	opt Options
+	log *slog.Logger
 	// tracing is false with the no-op tracer provider: the worker then
 	// starts no spans at all (a no-op span still costs a context and the
 	// options), and the incoming context alone reaches the outcome.
 	tracing bool
-	tracer trace.Tracer
+	tracer  trace.Tracer
 
 	mu    sync.Mutex
 	ready bool
