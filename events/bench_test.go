@@ -1,6 +1,7 @@
 package events_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -81,14 +82,13 @@ func BenchmarkAppendResolved(b *testing.B) {
 
 // BenchmarkAppendResolvedLarge is about the size of the bench workload's
 // outcomes (7-8 KB): a 3 KB prompt of prose, quoted twice. As in the
-// worker, where every task's prompt is built anew, successive outcomes
-// hold equal prompts in different strings.
+// worker, successive outcomes hold prompts built anew, equal but for the
+// task's extra prompt at the end.
 func BenchmarkAppendResolvedLarge(b *testing.B) {
-	d := largeResolved(b)
-	d2 := *d
-	d2.PromptBody = strings.Clone(d.PromptBody)
-	d2.SystemMessage = strings.Clone(d.SystemMessage)
-	ds := [2]*events.ResolvedData{d, &d2}
+	var ds [2]*events.ResolvedData
+	for i := range ds {
+		ds[i] = largeResolved(b, fmt.Sprintf("Fix ticket T-%d.", i))
+	}
 	meta := testMeta("T-42")
 	var buf []byte
 	b.ReportAllocs()
@@ -105,9 +105,10 @@ func BenchmarkAppendResolvedLarge(b *testing.B) {
 }
 
 // largeResolved is resolvedFor(fullTask) with a prompt of about 3 KB of
-// prose (a line break every 70-odd bytes, now and then a quote) and a
-// preamble before it in the system message, like the bench workload's.
-func largeResolved(b testing.TB) *events.ResolvedData {
+// prose (a line break every 70-odd bytes, now and then a quote) ending
+// in extra, and a preamble before it in the system message, like the
+// bench workload's.
+func largeResolved(b testing.TB, extra string) *events.ResolvedData {
 	d := *resolvedFor(b, fullTask, nil)
 	var p strings.Builder
 	for p.Len() < 3000 {
@@ -116,6 +117,7 @@ func largeResolved(b testing.TB) *events.ResolvedData {
 		p.WriteString("choice is hard to reverse, say so in the first paragraph & name who must\n")
 		p.WriteString("agree before it is made. Never invent an owner: write \"unassigned\".\n\n")
 	}
+	p.WriteString(extra)
 	d.PromptBody = p.String()
 	d.SystemMessage = "You are part of rolecall, a fleet of agents.\n\n" + d.PromptBody
 	return &d

@@ -3,20 +3,25 @@ package events
 import (
 	"bytes"
 	"hash/maphash"
+	"strings"
 	"sync/atomic"
 )
 
-// A worker's prompt bodies repeat: one per role, Mode set and pack entry,
-// rebuilt for every task. Quoting one (3 KB and more, a line break every
-// line) was the largest part of encoding an outcome; hashing and comparing
-// it costs a tenth of that. So the quoted contents of recent long prompt
-// bodies are kept, in a small table indexed by the string's hash. An entry
-// is used only for a string equal to its key, so the bytes are those the
-// quoting would give; only valid UTF-8 is kept (the rest must go to the
-// reflection encoder). A string is admitted the second time its slot sees
-// it, so that a stream of distinct prompts costs a hash per outcome and no
-// allocation. Entries are replaced, never removed: the table holds at most
-// quotedSlots keys and their quoted forms, each under quotedMaxLen.
+// A worker's prompt bodies repeat but for their last block: the role's
+// body, Modes and pack directives are the same for every task of a kind,
+// the task's extra prompt (when there is one) comes last. Quoting the 3 KB
+// and more (a line break every line) was the largest part of encoding an
+// outcome; hashing samples and comparing costs a tenth of that. So the
+// quoted contents of recent prompt heads — a body without its last block —
+// are kept in a small table indexed by a hash; the last block is quoted
+// each time. A string's quoted contents are its parts' (escaping is per
+// rune, and the cut is at an ASCII '\n'), an entry is used only for a head
+// equal to its key, so the bytes are those quoting would give. Only valid
+// UTF-8 is kept (the rest must go to the reflection encoder). A head is
+// admitted the second time its slot sees it, so that a stream of distinct
+// prompts costs a hash per outcome and no allocation. Entries are
+// replaced, never removed: the table holds at most quotedSlots keys and
+// their quoted forms, each under quotedMaxLen.
 const (
 	quotedSlots  = 64
 	quotedMinLen = 256
@@ -47,26 +52,40 @@ func quotedHash(s string) uint64 {
 	return h*31 + uint64(len(s))
 }
 
-// strCached is str for strings that are likely to repeat.
+// promptHead is s without its last block (the text after the last blank
+// line), or all of s when that would leave less than quotedMinLen.
+func promptHead(s string) string {
+	if cut := strings.LastIndex(s, "\n\n"); cut >= quotedMinLen {
+		return s[:cut]
+	}
+	return s
+}
+
+// strCached is str for prompt bodies, with the head's quoted contents
+// taken from the table when it is there.
 func (e *fastEncoder) strCached(b []byte, s string) []byte {
 	if len(s) < quotedMinLen || len(s) > quotedMaxLen {
 		return e.str(b, s)
 	}
-	h := quotedHash(s)
+	head := promptHead(s)
+	h := quotedHash(head)
 	slot := h % quotedSlots
-	if en := quotedTable[slot].Load(); en != nil && en.s == s {
-		b = append(b, '"')
+	b = append(b, '"')
+	if en := quotedTable[slot].Load(); en != nil && en.s == head {
 		b = append(b, en.q...)
-		return append(b, '"')
+	} else {
+		start := len(b)
+		var ok bool
+		if b, ok = appendStringBody(b, head); !ok {
+			e.bad = true
+			return b
+		}
+		if quotedSeen[slot].Swap(h) == h {
+			quotedTable[slot].Store(&quotedEntry{s: head, q: bytes.Clone(b[start:])})
+		}
 	}
-	var f fastEncoder
-	start := len(b)
-	if b = f.str(b, s); f.bad {
-		e.bad = true
-		return b
-	}
-	if quotedSeen[slot].Swap(h) == h {
-		quotedTable[slot].Store(&quotedEntry{s: s, q: bytes.Clone(b[start+1 : len(b)-1])})
-	}
-	return b
+	var ok bool
+	b, ok = appendStringBody(b, s[len(head):])
+	e.bad = e.bad || !ok
+	return append(b, '"')
 }

@@ -18,26 +18,35 @@ func resolvedWithPrompt(t testing.TB, prompt string) *events.ResolvedData {
 	return &d
 }
 
-// TestQuotedPromptTable: a prompt body seen twice is kept quoted, and the
-// kept form is used only for an equal string, never for one that hashes
-// alike (same length and samples, a byte changed elsewhere), nor kept for
-// invalid UTF-8.
+// TestQuotedPromptTable: a prompt head (all but the last block) seen
+// twice is kept quoted, and the kept form is used only for an equal head,
+// never for one that hashes alike (same length and samples, a byte changed
+// elsewhere), nor kept for invalid UTF-8; the last block is quoted anew.
 func TestQuotedPromptTable(t *testing.T) {
-	prompt := longPrompt(3000) + " (table test)"
+	prompt := longPrompt(3000) + "\n\nFix ticket T-1."
+	head := events.PromptHead(prompt)
+	if len(head) >= len(prompt) || len(head) < 256 {
+		t.Fatalf("head of %d bytes out of %d", len(head), len(prompt))
+	}
 	meta := testMeta("T-42")
 	encodeBoth := func(p string) {
 		t.Helper()
 		checkSame(t, resolvedEncoders, "", meta, resolvedWithPrompt(t, p), false)
 	}
-	for range 3 {
+	for range 2 {
 		encodeBoth(prompt)
 	}
 	if !events.QuotedCached(prompt) {
-		t.Fatal("a prompt encoded three times is not in the table")
+		t.Fatal("a prompt encoded twice is not in the table")
+	}
+	// Other last blocks, one of them invalid: the head is used, the
+	// block quoted (or refused) as it stands.
+	for _, last := range []string{"Fix ticket T-2.", "\"quoted\" \u2028 ✓", "", "bad \xff", "\n"} {
+		encodeBoth(head + "\n\n" + last)
 	}
 	// Outside the three 64-byte samples the hash reads (start, middle,
-	// end): same slot, different contents.
-	for _, i := range []int{100, len(prompt)/2 + 40, len(prompt) - 100} {
+	// end of the head): same slot, different contents.
+	for _, i := range []int{100, len(head)/2 + 40, len(head) - 100} {
 		b := []byte(prompt)
 		b[i] ^= 1
 		other := string(b)
@@ -56,12 +65,20 @@ func TestQuotedPromptTable(t *testing.T) {
 			t.Errorf("byte %d: invalid UTF-8 was kept, or replaced the prompt", i)
 		}
 	}
+	// Short prompts and prompts whose last blank line comes early are
+	// quoted whole (or keyed whole).
+	for _, p := range []string{"short\n\nprompt", strings.Repeat("x", 300) + "\n\n" + longPrompt(500), strings.Repeat("y", 400),
+		"ab\n\n" + strings.Repeat("z", 300)} {
+		for range 3 {
+			encodeBoth(p)
+		}
+	}
 }
 
 // TestQuotedPromptTableConcurrent: encoders share the table (run with
 // -race); every body equals the one a lone encoder writes.
 func TestQuotedPromptTableConcurrent(t *testing.T) {
-	prompts := []string{longPrompt(2000) + "a", longPrompt(2000) + "b", longPrompt(5000), longPrompt(300)}
+	prompts := []string{longPrompt(2000) + "\n\na", longPrompt(2000) + "\n\nb", longPrompt(5000), longPrompt(300), longPrompt(2000) + "a"}
 	meta := testMeta("T-42")
 	want := make([][]byte, len(prompts))
 	for i, p := range prompts {

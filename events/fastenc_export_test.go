@@ -41,8 +41,12 @@ func AppendFailedFastOnly(dst []byte, prefix string, meta OutcomeMeta, data *Fai
 	return appendFailed(dst, prefix, meta, data, fastBodyOnly)
 }
 
-// QuotedCached reports whether s's quoted form is in the prompt table.
-func QuotedCached(s string) bool {
-	en := quotedTable[quotedHash(s)%quotedSlots].Load()
-	return en != nil && en.s == s
+// QuotedCached reports whether the quoted form of prompt's head (all but
+// its last block) is in the prompt table.
+func QuotedCached(prompt string) bool {
+	head := promptHead(prompt)
+	en := quotedTable[quotedHash(head)%quotedSlots].Load()
+	return en != nil && en.s == head
 }
+
+var PromptHead = promptHead
