@@ -40,7 +40,7 @@ func decodeTaskFast(h nats.Header, body []byte, opts DecodeOptions) (Incoming, b
 	defer p.release()
 	env := &p.env
 
-	mode, contentType, hasContentType, ok := p.headers(h)
+	mode, ok := p.headers(h)
 	if !ok {
 		return Incoming{}, false
 	}
@@ -53,7 +53,7 @@ func decodeTaskFast(h nats.Header, body []byte, opts DecodeOptions) (Incoming, b
 			return Incoming{}, false
 		}
 	} else {
-		if len(body) == 0 || len(body) > opts.maxData() || !p.binary(contentType, hasContentType) {
+		if len(body) == 0 || len(body) > opts.maxData() {
 			return Incoming{}, false
 		}
 		p.b, p.s = body, string(body)
@@ -86,30 +86,38 @@ func decodeTaskFast(h nats.Header, body []byte, opts DecodeOptions) (Incoming, b
 // headers reads what readEnvelope reads from the headers and picks the
 // content mode the same way. It declines what readEnvelope would reject,
 // and also non-ASCII header names (strings.ToLower folds some of them
-// onto ASCII ones) and a name spelled twice.
-func (p *fastParser) headers(h nats.Header) (mode contentMode, contentType string, hasContentType, ok bool) {
+// onto ASCII ones) and a name spelled twice. The ce- headers are read
+// (as readBinary reads them) in the same pass, before the mode is known;
+// in structured mode, which ignores them, what they set is dropped
+// again, and so is any fault found in them.
+func (p *fastParser) headers(h nats.Header) (mode contentMode, ok bool) {
 	if len(h) > maxFastHeaders {
-		return 0, "", false, false
+		return 0, false
 	}
 	env := &p.env
-	var hasTP, hasTS, hasSpecVersion bool
+	var (
+		contentType                                       string
+		hasContentType, hasTP, hasTS, hasSpecVersion, bad bool
+		nce                                               int
+	)
 	for k, vs := range h {
 		if !isASCII(k) {
-			return 0, "", false, false
+			return 0, false
 		}
 		switch {
 		case len(k) >= len(ceHeaderPrefix) && foldEqual(k[:len(ceHeaderPrefix)], ceHeaderPrefix):
 			name := lowerAttrName(k[len(ceHeaderPrefix):])
 			hasSpecVersion = hasSpecVersion || name == "specversion"
-			p.ce = append(p.ce, ceHeader{name: name, key: k, values: vs})
+			nce++
+			bad = bad || !p.ceAttr(name, vs)
 		case foldEqual(k, HeaderContentType):
 			if hasContentType || len(vs) != 1 {
-				return 0, "", false, false
+				return 0, false
 			}
 			hasContentType, contentType = true, strings.TrimSpace(vs[0])
 		case foldEqual(k, HeaderTraceParent):
 			if hasTP {
-				return 0, "", false, false
+				return 0, false
 			}
 			hasTP = true
 			if len(vs) > 0 {
@@ -117,7 +125,7 @@ func (p *fastParser) headers(h nats.Header) (mode contentMode, contentType strin
 			}
 		case foldEqual(k, HeaderTraceState):
 			if hasTS {
-				return 0, "", false, false
+				return 0, false
 			}
 			hasTS = true
 			if len(vs) > 0 {
@@ -126,20 +134,26 @@ func (p *fastParser) headers(h nats.Header) (mode contentMode, contentType strin
 		}
 	}
 	switch {
-	case hasContentType && isCloudEventsMediaType(contentType):
+	case hasContentType && (contentType == ContentTypeCloudEventsJSON || isCloudEventsMediaType(contentType)):
 		if !isStructuredJSON(contentType) {
-			return 0, "", false, false
+			return 0, false
 		}
 		mode = modeStructured
 	case hasSpecVersion:
 		mode = modeBinary
-	case !hasContentType && len(p.ce) == 0:
+	case !hasContentType && nce == 0:
 		mode = modeStructured
 	default:
-		return 0, "", false, false
+		return 0, false
+	}
+	if mode == modeStructured {
+		clear(env.ext)
+		*env = envelope{ext: env.ext[:0], traceParent: env.traceParent, traceState: env.traceState}
+	} else if bad || !p.binaryContentType(contentType, hasContentType) {
+		return 0, false
 	}
 	env.mode = mode
-	return mode, contentType, hasContentType, true
+	return mode, true
 }
 
 func isASCII(s string) bool {
@@ -190,29 +204,40 @@ func lowerAttrName(n string) string {
 	return strings.ToLower(n)
 }
 
-// binary reads the ce- headers as readBinary does, declining every
-// message it would report an error for.
-func (p *fastParser) binary(contentType string, hasContentType bool) bool {
+// ceAttr reads one ce- header as readBinary does; false for anything it
+// would report (a bad name, a repeated attribute, a bad value).
+func (p *fastParser) ceAttr(name string, vs []string) bool {
 	env := &p.env
-	for i, c := range p.ce {
-		if !validAttrName(c.name) || c.name == "data" || len(c.values) != 1 {
-			return false
-		}
-		for _, d := range p.ce[:i] {
-			if d.name == c.name {
+	if !validAttrName(name) || name == "data" || len(vs) != 1 {
+		return false
+	}
+	a := env.known(name)
+	if a != nil && a.seen || a == nil && len(env.ext) >= maxFastExt {
+		return false
+	}
+	if a == nil {
+		for _, e := range env.ext {
+			if e.name == name {
 				return false
 			}
 		}
-		v, err := decodeHeaderValue(c.values[0])
-		if err != nil {
-			return false
-		}
-		if a := env.known(c.name); a != nil {
-			*a = attr{set: true, v: v}
-		} else {
-			env.ext = append(env.ext, extAttr{name: c.name, value: v})
-		}
 	}
+	v, err := decodeHeaderValue(vs[0])
+	if err != nil {
+		return false
+	}
+	if a != nil {
+		*a = attr{set: true, seen: true, v: v}
+	} else {
+		env.ext = append(env.ext, extAttr{name: name, value: v})
+	}
+	return true
+}
+
+// binaryContentType is readBinary's content-type rule: it must agree
+// with ce-datacontenttype, and stands in for it when that is absent.
+func (p *fastParser) binaryContentType(contentType string, hasContentType bool) bool {
+	env := &p.env
 	if hasContentType {
 		if env.dataContentType.set && !sameMediaType(contentType, env.dataContentType.v) {
 			return false
@@ -344,7 +369,7 @@ func (p *fastParser) check() (url.URL, bool) {
 		return url.URL{}, false
 	}
 	for _, e := range env.ext {
-		if s, ok := e.value.(string); ok && (controlIndex(s) >= 0 || len(s) > MaxAttributeBytes) {
+		if s, ok := e.value.(string); ok && (len(s) > MaxAttributeBytes || !noControl(s)) {
 			return url.URL{}, false
 		}
 	}
@@ -363,11 +388,6 @@ func (p *fastParser) check() (url.URL, bool) {
 		env.schemaURL = u
 	}
 	return sourceURL(env.source.v)
-}
-
-// requiredOK is requiredString's success condition.
-func requiredOK(a attr) bool {
-	return a.set && strings.TrimSpace(a.v) != "" && controlIndex(a.v) < 0
 }
 
 // event is toEvent for a checked envelope, with the context and its

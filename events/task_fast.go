@@ -55,7 +55,6 @@ type fastParser struct {
 
 	// Envelope state (decode_fast.go).
 	env      envelope
-	ce       []ceHeader
 	extNames []string
 }
 
@@ -71,9 +70,8 @@ func getParser(b []byte, s string) *fastParser {
 // parser, so the pool does not keep message bodies alive.
 func (p *fastParser) release() {
 	clear(p.env.ext)
-	clear(p.ce)
 	clear(p.extNames)
-	p.ce, p.extNames = p.ce[:0], p.extNames[:0]
+	p.extNames = p.extNames[:0]
 	p.env = envelope{ext: p.env.ext[:0]}
 	p.b, p.s, p.i, p.blk, p.strs = nil, "", 0, nil, nil
 	if cap(p.buf) > 64<<10 {
@@ -116,22 +114,17 @@ func decodeTaskDataFast(data []byte, opts DecodeOptions) (Task, resolve.RoleRef,
 // tab, CR and LF; strings have no raw control characters and are valid
 // UTF-8.
 
-func (p *fastParser) ws() {
-	b, i := p.b, p.i
-	for i < len(b) && b[i] <= ' ' && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
-		i++
-	}
-	p.i = i
-}
+func (p *fastParser) ws() { p.peek() }
 
-// peek returns the next byte after whitespace, 0 at the end.
+// peek returns the next byte after whitespace, 0 at the end. Tokens
+// mostly follow one another without whitespace, so that case is first.
 func (p *fastParser) peek() byte {
 	b, i := p.b, p.i
-	for i < len(b) {
-		switch c := b[i]; c {
-		case ' ', '\n', '\t', '\r':
-			i++
-		default:
+	if i < len(b) && b[i] > ' ' {
+		return b[i]
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; c > ' ' || !wsChar[c] {
 			p.i = i
 			return c
 		}
@@ -139,6 +132,8 @@ func (p *fastParser) peek() byte {
 	p.i = i
 	return 0
 }
+
+var wsChar = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 
 func (p *fastParser) consume(c byte) bool {
 	if p.peek() == c {
@@ -171,33 +166,26 @@ func (p *fastParser) more(close byte) (more, ok bool) {
 	return false, false
 }
 
-// name reads a member name of a-z, 0-9 and '_' only (so never escaped)
-// and the colon after it. Other names are declined: none of them is
-// valid anywhere the fast path looks.
+// name reads a member name and the colon after it. A name that is empty
+// or holds an escape, a control character or non-ASCII is declined: no
+// such name is valid anywhere the fast path looks (callers check the
+// rest).
 func (p *fastParser) name() (string, bool) {
 	if !p.consume('"') {
 		return "", false
 	}
 	b, start := p.b, p.i
 	for i := start; i < len(b); i++ {
-		c := b[i]
-		if c == '"' {
+		if c := b[i]; !plainChar[c] {
+			if c != '"' || i == start {
+				return "", false
+			}
 			p.i = i + 1
-			return p.s[start:i], i > start && p.consume(':')
-		}
-		if !nameChar[c] {
-			return "", false
+			return p.s[start:i], p.consume(':')
 		}
 	}
 	return "", false
 }
-
-var nameChar = func() (t [256]bool) {
-	for c := range t {
-		t[c] = c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_'
-	}
-	return t
-}()
 
 // str reads a string value. Without escapes it is a substring of the
 // message; with them jsontext.AppendUnquote decodes it (and rejects bad
@@ -601,6 +589,9 @@ func nameOK(field string, v *string) bool {
 	return v == nil || *v != "" && resolve.ValidateName(field, *v) == nil
 }
 
-func valueOK(v *string) bool { return v == nil || valueProblem(*v) == "" }
+func valueOK(v *string) bool { return v == nil || !badValue(*v) }
 
-func badValue(v string) bool { return valueProblem(v) != "" }
+// badValue is valueProblem(v) != "".
+func badValue(v string) bool {
+	return v == "" || len(v) > MaxValueLen && utf8.RuneCountInString(v) > MaxValueLen || !noControl(v)
+}
