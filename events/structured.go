@@ -37,6 +37,8 @@ func (ev *outEvent) write(data any) ([]byte, error) { return ev.appendTo(nil, da
 
 // appendTo is write with the body appended to dst[:0] (reusing its
 // array when it is large enough), for callers that pool body buffers.
+// Outcomes are written by appendFast (fastenc.go), which gives the same
+// bytes; appendTo writes what it defers, and is the tests' reference.
 func (ev *outEvent) appendTo(dst []byte, data any) ([]byte, error) {
 	buf := buffers.Get().(*bytes.Buffer)
 	defer buffers.Put(buf)
