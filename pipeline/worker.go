@@ -696,7 +696,7 @@ func recycle(m *nats.Msg) {
 // traceContext is the W3C context the outcome carries: the publish span's
 // (its parent's when tracing is off, as the no-op tracer passes that on).
 func (w *Worker) traceContext(ctx context.Context) (traceparent, tracestate string) {
-	return telemetry.Inject(ctx, w.opt.Propagator, nats.Header{})
+	return telemetry.InjectValues(ctx, w.opt.Propagator)
 }
 
 // publish encodes the outcome and waits for its PubAck (the dead-letter

@@ -85,3 +85,39 @@ func Inject(ctx context.Context, prop propagation.TextMapPropagator, header nats
 	prop.Inject(ctx, c)
 	return c.Get(HeaderTraceParent), c.Get(HeaderTraceState)
 }
+
+// InjectValues returns the traceparent and tracestate prop writes for
+// ctx, without a header to write them to: the worker sets them on the
+// outcome itself. Other keys the propagator writes (baggage) are dropped,
+// as outcomes carry only the trace context. Both are empty when ctx has no
+// valid span context.
+func InjectValues(ctx context.Context, prop propagation.TextMapPropagator) (traceparent, tracestate string) {
+	var c traceCarrier
+	prop.Inject(ctx, &c)
+	return c.parent, c.state
+}
+
+// traceCarrier keeps the two W3C values: a header map per outcome only to
+// read them back showed in the worker's allocation profile.
+type traceCarrier struct{ parent, state string }
+
+func (c *traceCarrier) Get(key string) string {
+	switch strings.ToLower(key) {
+	case HeaderTraceParent:
+		return c.parent
+	case HeaderTraceState:
+		return c.state
+	}
+	return ""
+}
+
+func (c *traceCarrier) Set(key, value string) {
+	switch strings.ToLower(key) {
+	case HeaderTraceParent:
+		c.parent = value
+	case HeaderTraceState:
+		c.state = value
+	}
+}
+
+func (c *traceCarrier) Keys() []string { return []string{HeaderTraceParent, HeaderTraceState} }

@@ -157,3 +157,34 @@ func TestExtractTaskKeepsHeaderBaggage(t *testing.T) {
 		t.Errorf("baggage tenant = %q, want acme", v)
 	}
 }
+
+// InjectValues gives what Inject writes, for every kind of context.
+func TestInjectValuesEqualsInject(t *testing.T) {
+	prop := telemetry.NewPropagator()
+	bag, err := baggage.Parse("tenant=acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	withState := mustSpanContext(t, hdrParent, hdrState)
+	noState := mustSpanContext(t, extParent, "")
+	cases := []struct {
+		name string
+		ctx  context.Context
+		want [2]string
+	}{
+		{"no span", context.Background(), [2]string{"", ""}},
+		{"span with tracestate", trace.ContextWithSpanContext(context.Background(), withState), [2]string{hdrParent, hdrState}},
+		{"span without tracestate", trace.ContextWithSpanContext(context.Background(), noState), [2]string{extParent, ""}},
+		{"span and baggage", baggage.ContextWithBaggage(trace.ContextWithSpanContext(context.Background(), withState), bag), [2]string{hdrParent, hdrState}},
+		{"baggage only", baggage.ContextWithBaggage(context.Background(), bag), [2]string{"", ""}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tp, ts := telemetry.InjectValues(c.ctx, prop)
+			htp, hts := telemetry.Inject(c.ctx, prop, nats.Header{})
+			if [2]string{tp, ts} != c.want || [2]string{htp, hts} != c.want {
+				t.Errorf("InjectValues = (%q, %q), Inject = (%q, %q), want %q", tp, ts, htp, hts, c.want)
+			}
+		})
+	}
+}
