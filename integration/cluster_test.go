@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -25,6 +24,8 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/rolecall/rolecall/internal/natstest"
 )
 
 // Settings every worker container runs with. ack_wait is short so that a
@@ -83,7 +84,7 @@ func newCluster(t *testing.T) *cluster {
 	c := &cluster{t: t, imgs: imgs, docker: docker}
 	c.net = c.newNetwork(ctx)
 
-	ports := freePorts(t, nodeCount)
+	ports := natstest.FreePorts(t, nodeCount)
 	c.nodes = make([]*node, nodeCount)
 	var wg sync.WaitGroup
 	errs := make([]error, nodeCount)
@@ -186,24 +187,6 @@ func bindLoopback(ports map[string]int) func(*container.HostConfig) {
 	}
 }
 
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return ports
-}
-
 func (c *cluster) urls() []string {
 	var u []string
 	for _, n := range c.nodes {
@@ -253,7 +236,7 @@ func (c *cluster) startWorkers(n int) []*worker {
 	c.t.Helper()
 	ws := make([]*worker, n)
 	errs := make([]error, n)
-	ports := freePorts(c.t, n)
+	ports := natstest.FreePorts(c.t, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		c.nextID++

@@ -16,6 +16,8 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/rolecall/rolecall/events"
+
+	"github.com/rolecall/rolecall/internal/natstest"
 )
 
 // composeCommand finds Docker Compose: the v2 plugin (`docker compose`)
@@ -42,7 +44,7 @@ func composeCommand(t *testing.T) []string {
 func TestComposeUp(t *testing.T) {
 	imgs := setup(t)
 	compose := composeCommand(t)
-	port := freePorts(t, 1)[0]
+	port := natstest.FreePorts(t, 1)[0]
 	project := composeProject()
 	env := append(os.Environ(),
 		"ROLECALL_WORKER_IMAGE="+imgs.Worker,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +12,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rolecall/rolecall/internal/natstest"
 )
 
 func TestJetStreamUnavailable(t *testing.T) {
@@ -56,7 +57,7 @@ func TestJetStreamUnavailable(t *testing.T) {
 // failing: the first node runs alone (every API request times out) until
 // the other two join.
 func TestEnsureRetryWaitsForClusterToForm(t *testing.T) {
-	ports := freePorts(t, 3)
+	ports := natstest.FreePorts(t, 3)
 	var routes []string
 	for _, p := range ports {
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
@@ -161,22 +162,4 @@ func TestEnsureRetryReturnsRefusalsAtOnce(t *testing.T) {
 	if !errors.As(err, &apiErr) || jetStreamUnavailable(context.Background(), err) {
 		t.Fatalf("EnsureRetry with the task subjects taken = %v, want the server's refusal", err)
 	}
-}
-
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return ports
 }

@@ -3,7 +3,6 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -22,12 +21,7 @@ import (
 // cluster test (nats.go's iterator resets its count only when it sees the
 // disconnect and the reconnect inside one Next call).
 func TestIdleWorkerResumesAfterServerRestart(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := natstest.FreePorts(t, 1)[0]
 	store := t.TempDir()
 	at := func(o *server.Options) { o.Port, o.StoreDir = port, store }
 

@@ -70,7 +70,7 @@ type Cluster struct {
 // shut one down earlier and Restart it.
 func StartCluster(tb testing.TB, n int) *Cluster {
 	tb.Helper()
-	ports := reservePorts(tb, 2*n)
+	ports := FreePorts(tb, 2*n)
 	routes := make([]string, n)
 	for i := range n {
 		routes[i] = fmt.Sprintf("nats://127.0.0.1:%d", ports[n+i])
@@ -121,9 +121,10 @@ func (c *Cluster) WaitForMetaLeader() {
 	}
 }
 
-// reservePorts finds n free loopback ports. Another process may take one
-// before it is used; for tests on one machine that risk is accepted.
-func reservePorts(tb testing.TB, n int) []int {
+// FreePorts finds n distinct free loopback ports. Another process may
+// take one before it is used; for tests on one machine that risk is
+// accepted.
+func FreePorts(tb testing.TB, n int) []int {
 	tb.Helper()
 	ports := make([]int, n)
 	lns := make([]net.Listener, n)
