@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 	"github.com/rolecall/rolecall/events"
+	"github.com/rolecall/rolecall/internal/hostile"
 	"github.com/rolecall/rolecall/resolve"
 )
 
@@ -455,71 +455,13 @@ func TestDecodeTaskNotJSONMessageStable(t *testing.T) {
 // The hostile corpus (testdata/hostile, also run against a real worker by
 // ./reliability) through both decoders.
 func TestFastDecodeTaskHostile(t *testing.T) {
-	dir := filepath.Join("..", "testdata", "hostile", "events")
-	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var corpus []struct {
-		Name        string              `json:"name"`
-		Envelope    string              `json:"envelope"`
-		File        string              `json:"file"`
-		Data        *string             `json:"data"`
-		Body        *string             `json:"body"`
-		Headers     map[string][]string `json:"headers"`
-		DropHeaders []string            `json:"drop_headers"`
-		Fill        []struct {
-			Token string `json:"token"`
-			Unit  string `json:"unit"`
-			Count int    `json:"count"`
-		} `json:"fill"`
-	}
-	if err := json.Unmarshal(b, &corpus); err != nil {
-		t.Fatal(err)
-	}
+	corpus := hostile.Load(t, filepath.Join("..", "testdata", "hostile", "events"))
 	if len(corpus) < 10 {
 		t.Fatalf("corpus has %d entries", len(corpus))
 	}
 	for _, e := range corpus {
-		fill := func(s string) string {
-			for _, f := range e.Fill {
-				s = strings.ReplaceAll(s, f.Token, strings.Repeat(f.Unit, f.Count))
-			}
-			return s
-		}
-		var payload string
-		switch {
-		case e.File != "":
-			b, err := os.ReadFile(filepath.Join(dir, e.File))
-			if err != nil {
-				t.Fatal(err)
-			}
-			payload = string(b)
-		case e.Data != nil:
-			payload = *e.Data
-		case e.Body != nil:
-			payload = *e.Body
-		}
-		payload = fill(payload)
-		h := nats.Header{}
-		switch e.Envelope {
-		case "structured":
-			h["content-type"] = []string{events.ContentTypeCloudEventsJSON}
-			payload = fmt.Sprintf(`{"specversion":"1.0","id":%q,"source":"reliability","type":%q,"datacontenttype":"application/json","data":%s}`,
-				"hostile-"+e.Name, events.TypeTaskAssigned, payload)
-		case "binary":
-			h = binaryHeader(nil)
-			h["content-type"] = []string{events.ContentTypeJSON}
-		}
-		for k, vs := range e.Headers {
-			for _, v := range vs {
-				h[k] = append(h[k], fill(v))
-			}
-		}
-		for _, k := range e.DropHeaders {
-			delete(h, k)
-		}
-		compareDecode(t, h, []byte(payload), events.DecodeOptions{})
+		h, body := e.Message(t, "reliability")
+		compareDecode(t, h, body, events.DecodeOptions{})
 	}
 }
 

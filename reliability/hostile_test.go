@@ -1,17 +1,14 @@
 package reliability_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/rolecall/rolecall/events"
+	"github.com/rolecall/rolecall/internal/hostile"
 	"github.com/rolecall/rolecall/resolve"
 )
 
@@ -27,110 +24,9 @@ func hostileFile(t testing.TB, name string) string {
 	return string(b)
 }
 
-// hostileEvent is one entry of testdata/hostile/events/manifest.json; see
-// testdata/hostile/README.md for the format.
-type hostileEvent struct {
-	Category string `json:"category"`
-	Name     string `json:"name"`
-	Why      string `json:"why"`
-	// Envelope is how the bytes are sent: "structured" wraps Data in a
-	// valid structured event, "binary" sends Data as the body of a valid
-	// binary-mode event, "raw" sends Body (or File) with exactly Headers.
-	Envelope    string              `json:"envelope"`
-	Data        *string             `json:"data"`
-	Body        *string             `json:"body"`
-	File        string              `json:"file"`
-	Headers     map[string][]string `json:"headers"`
-	DropHeaders []string            `json:"drop_headers"`
-	Fill        []struct {
-		Token string `json:"token"`
-		Unit  string `json:"unit"`
-		Count int    `json:"count"`
-	} `json:"fill"`
-	// Expect is "resolved" for hostile-looking input that is valid;
-	// otherwise a failure with Code and Reason (details.reason), Subject
-	// when given, and TaskID (null: the task id is unknown).
-	Expect  string  `json:"expect"`
-	Code    string  `json:"code"`
-	Reason  string  `json:"reason"`
-	Subject *string `json:"subject"`
-	TaskID  *string `json:"task_id"`
-}
-
-func loadCorpus(t testing.TB) []hostileEvent {
+func loadCorpus(t testing.TB) []hostile.Event {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(hostileDir(), "events", "manifest.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var corpus []hostileEvent
-	if err := json.Unmarshal(b, &corpus); err != nil {
-		t.Fatalf("manifest.json: %v", err)
-	}
-	seen := map[string]bool{}
-	for _, e := range corpus {
-		if seen[e.Name] || e.Category == "" || (e.Expect != "resolved" && e.Code == "") || (e.Reason == "") != (e.Expect == "resolved" || e.Code == string(resolve.CodeDeliveryExhausted)) {
-			t.Fatalf("manifest entry %q: duplicate name or missing category/code/reason", e.Name)
-		}
-		seen[e.Name] = true
-	}
-	return corpus
-}
-
-func (e hostileEvent) fill(s string) string {
-	for _, f := range e.Fill {
-		s = strings.ReplaceAll(s, f.Token, strings.Repeat(f.Unit, f.Count))
-	}
-	return s
-}
-
-// id is the CloudEvents id the structured and binary envelopes carry.
-func (e hostileEvent) id() string { return "hostile-" + e.Name }
-
-// message builds the NATS message exactly as the entry describes.
-func (e hostileEvent) message(t testing.TB) (nats.Header, []byte) {
-	t.Helper()
-	var payload string
-	switch {
-	case e.File != "":
-		b, err := os.ReadFile(filepath.Join(hostileDir(), "events", e.File))
-		if err != nil {
-			t.Fatal(err)
-		}
-		payload = string(b)
-	case e.Data != nil:
-		payload = *e.Data
-	case e.Body != nil:
-		payload = *e.Body
-	}
-	payload = e.fill(payload)
-	hdr := nats.Header{}
-	switch e.Envelope {
-	case "structured":
-		hdr["content-type"] = []string{events.ContentTypeCloudEventsJSON}
-		payload = fmt.Sprintf(`{"specversion":"1.0","id":%q,"source":%q,"type":%q,"datacontenttype":"application/json","data":%s}`,
-			e.id(), testSource, events.TypeTaskAssigned, payload)
-	case "binary":
-		hdr["ce-specversion"] = []string{"1.0"}
-		hdr["ce-id"] = []string{e.id()}
-		hdr["ce-source"] = []string{testSource}
-		hdr["ce-type"] = []string{events.TypeTaskAssigned}
-		hdr["content-type"] = []string{events.ContentTypeJSON}
-	case "raw":
-	default:
-		t.Fatalf("entry %s: envelope %q", e.Name, e.Envelope)
-	}
-	for k, vs := range e.Headers {
-		filled := make([]string, len(vs))
-		for i, v := range vs {
-			filled[i] = e.fill(v)
-		}
-		hdr[k] = filled
-	}
-	for _, k := range e.DropHeaders {
-		delete(hdr, k)
-	}
-	return hdr, []byte(payload)
+	return hostile.Load(t, filepath.Join(hostileDir(), "events"))
 }
 
 // TestHostileEvents publishes every event of the corpus to a real worker.
@@ -160,7 +56,7 @@ func TestHostileEvents(t *testing.T) {
 		for ; i < len(corpus) && corpus[i].Category == cat; i++ {
 			e := corpus[i]
 			ok := t.Run(cat+"/"+e.Name, func(t *testing.T) {
-				hdr, body := e.message(t)
+				hdr, body := e.Message(t, testSource)
 				seq := c.in(t).publishRaw("rolecall.tasks.hostile", hdr, body)
 				o := next(t)
 				checkHostileOutcome(t, e, seq, o, root)
@@ -199,7 +95,7 @@ func TestHostileEvents(t *testing.T) {
 	}
 }
 
-func checkHostileOutcome(t *testing.T, e hostileEvent, seq uint64, o outcome, root string) {
+func checkHostileOutcome(t *testing.T, e hostile.Event, seq uint64, o outcome, root string) {
 	t.Helper()
 	cause := o.ext(events.ExtCausationID)
 	if o.msgID != events.OutcomeIDForSequence(defaults.TasksStream, seq) && o.msgID != events.OutcomeID(testSource, cause) {
