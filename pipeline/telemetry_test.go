@@ -1084,3 +1084,48 @@ func TestLogsCarryTraceAndTask(t *testing.T) {
 		})
 	}
 }
+
+// With tracing off (the no-op default) the worker starts no spans, yet an
+// outcome still carries its task's incoming trace context (DESIGN.md §6):
+// from the header, from the CloudEvents extension when the header has
+// none, and nothing for a traceless task.
+func TestOutcomeTraceWithTracingOff(t *testing.T) {
+	r := newTelRig(t, telConfig())
+	opt := r.options()
+	opt.TracerProvider = nil
+	stop := r.start(context.Background(), telSnapshot(t, nil), opt)
+	defer stop()
+	const state = "rolecall=off"
+	hdr, ext := traceparent(traceID(1), spanID(1)), traceparent(traceID(2), spanID(2))
+	cases := []struct {
+		name       string
+		msg        taskMsg
+		wantParent string
+		wantState  string
+	}{
+		{"header", taskMsg{data: `{"task_id":"O-1","role":"architect"}`, header: hdr, state: state}, hdr, state},
+		{"extension only", taskMsg{data: `{"task_id":"O-2","role":"architect"}`, ext: ext}, ext, ""},
+		{"header wins over extension, failure outcome", taskMsg{data: `{"task_id":"O-3","role":"nobody"}`, header: hdr, ext: ext}, hdr, ""},
+		{"traceless", taskMsg{data: `{"task_id":"O-4","role":"architect"}`}, "", ""},
+	}
+	ids := make([]string, len(cases))
+	for i, c := range cases {
+		ids[i] = r.publish(c.msg)
+	}
+	outs := byCausation(t, r.waitOutcomes(len(cases)))
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := outs[ids[i]]
+			if c.wantParent == "" {
+				if got := o.header[telemetry.HeaderTraceParent]; got != nil {
+					t.Errorf("traceless task's outcome has traceparent %q", got)
+				}
+				if got, ok := o.ev.Extensions()[events.ExtTraceParent]; ok {
+					t.Errorf("traceless task's outcome has traceparent extension %v", got)
+				}
+				return
+			}
+			checkOutcomeTrace(t, o, c.wantParent, c.wantState)
+		})
+	}
+}
