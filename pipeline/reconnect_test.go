@@ -14,12 +14,11 @@ import (
 	"github.com/rolecall/rolecall/pipeline"
 )
 
-// An idle worker has one pull request waiting on the server. A server
-// restart loses that request while the client still counts it as pending,
-// so nothing asks again unless the worker notices the silence: the missing
-// heartbeats. This is the stall a stream-leader restart caused in the
-// cluster test (nats.go's iterator resets its count only when it sees the
-// disconnect and the reconnect inside one Next call).
+// An idle worker has one pull request waiting on the server, and a server
+// restart loses it. nats.go v1.55 asks again after the reconnect; this
+// pins that the worker's waiting policy keeps that recovery (it passed
+// before the heartbeat fix too: the stall needs a request lost without a
+// reconnect, which TestWorkerAsksAgainAfterUnansweredPull reproduces).
 func TestIdleWorkerResumesAfterServerRestart(t *testing.T) {
 	port := natstest.FreePorts(t, 1)[0]
 	store := t.TempDir()
@@ -66,12 +65,14 @@ func TestIdleWorkerResumesAfterServerRestart(t *testing.T) {
 }
 
 // A worker connected to a node that stays up loses its waiting pull
-// request when the node leading the consumer goes away, and every request
-// it sends while the consumer has no leader goes unanswered: the client
-// stays connected, sees no reconnect, and may still count a request as
-// pending. It must notice the silence (no heartbeats) and ask again once
-// there is a leader. Two of three nodes stop, so for a while there is
-// none; then one comes back.
+// request when the node leading the consumer goes away, and requests it
+// sends while the consumer has no leader go unanswered; it sees no
+// reconnect. Two of three nodes stop, so for a while there is no leader;
+// then one comes back, and the worker must be pulling from the new
+// leader. In process the election is fast and the server tells the client
+// of the leadership change, so this passed before the heartbeat fix too;
+// it pins the recovery, not the stall (see
+// TestWorkerAsksAgainAfterUnansweredPull).
 func TestWorkerSurvivesConsumerWithoutLeader(t *testing.T) {
 	cluster := natstest.StartCluster(t, 3)
 	cfg := testConfig()
