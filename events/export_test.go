@@ -51,7 +51,6 @@ func QuotedCached(prompt string) bool {
 
 var PromptHead = promptHead
 
-
 // The original decoder, kept as the fast path's fallback, is the oracle
 // of the differential tests (decode_fast_test.go).
 var (
