@@ -338,9 +338,12 @@ func (w *Worker) consumeTasks(ctx, work context.Context, c jetstream.Consumer) e
 
 // delivery is one task whose outcome is published and not yet stored.
 type delivery struct {
-	ctx       context.Context // carries the process span
-	span      trace.Span      // rolecall.process
-	pub       trace.Span      // rolecall.publish
+	ctx  context.Context // carries the process span
+	span trace.Span      // rolecall.process
+	// attrs are the process span's attributes, set in one call when it
+	// ends (nil when the span is not recording).
+	attrs     []attribute.KeyValue
+	pub       trace.Span // rolecall.publish
 	pubStart  time.Time
 	msg       jetstream.Msg
 	future    jetstream.PubAckFuture
@@ -369,6 +372,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 	}
 	keepAlive := w.keepAlive(msg)
 	span := trace.SpanFromContext(ctx)
+	var procAttrs []attribute.KeyValue
 	// Everything below ends here unless a delivery carries it on to the
 	// completion goroutine.
 	defer func() {
@@ -382,7 +386,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 			d = nil
 		}
 		if d == nil {
-			w.release(ctx, span, keepAlive, slots)
+			w.release(ctx, span, procAttrs, keepAlive, slots)
 		}
 	}()
 
@@ -396,7 +400,6 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 	ceParent, ceState := extensionContext(inc.Event.Extensions())
 	parent := telemetry.ExtractTask(ctx, w.opt.Propagator, header, ceParent, ceState)
 	ctx = parent
-	var procAttrs []attribute.KeyValue
 	recording := false
 	if w.tracing {
 		ctx, span = w.tracer.Start(parent, telemetry.SpanProcess, consumerKind, trace.WithTimestamp(start))
@@ -408,10 +411,10 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 		w.stageEnd(ctx, nil, resolve.StageDecode, decodeEnd.Sub(decodeStart), decodeErr)
 	}
 	if recording {
-		// The process span's attributes are gathered and set in two
-		// calls (here and in finish): each SetAttributes grows the
-		// span's slice.
-		procAttrs = taskAttrs(make([]attribute.KeyValue, 0, 8), msg.Subject(), &inc)
+		// The process span's attributes are gathered here and in finish
+		// and set in one call when it ends (release): each SetAttributes
+		// grows the span's own slice, and a second call doubled it.
+		procAttrs = taskAttrs(make([]attribute.KeyValue, 0, maxProcAttrs), msg.Subject(), &inc)
 	}
 
 	var out Outcome
@@ -431,7 +434,6 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 		if out.Pack != "" {
 			procAttrs = append(procAttrs, attribute.String(telemetry.AttrPack, out.Pack))
 		}
-		span.SetAttributes(procAttrs...)
 	}
 
 	var id string
@@ -440,7 +442,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 	} else {
 		id = events.OutcomeIDForSequence(w.cfg.TasksStream, seq)
 	}
-	d = &delivery{ctx: ctx, span: span, msg: msg, taskID: inc.Task.TaskID, delivered: delivered, keepAlive: keepAlive, slots: slots}
+	d = &delivery{ctx: ctx, span: span, attrs: procAttrs, msg: msg, taskID: inc.Task.TaskID, delivered: delivered, keepAlive: keepAlive, slots: slots}
 	var transient error
 	if h := w.opt.Hooks.BeforePublish; h != nil {
 		transient = h(ctx, &out)
@@ -477,6 +479,8 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 	}
 	if transient != nil {
 		w.retry(d, transient)
+		// retry added to the attributes the deferred release sets.
+		procAttrs = d.attrs
 		return nil
 	}
 	d.out = out
@@ -526,7 +530,7 @@ func (w *Worker) finish(d *delivery, ack *jetstream.PubAck, allocs *pool.Pool) {
 			w.nak(ctx, d.msg, d.delivered, d.taskID)
 		}
 		if !released {
-			w.release(ctx, span, d.keepAlive, d.slots)
+			w.release(ctx, span, d.attrs, d.keepAlive, d.slots)
 		}
 	}()
 	if h := w.opt.Hooks.AfterPublish; h != nil {
@@ -551,8 +555,8 @@ func (w *Worker) finish(d *delivery, ack *jetstream.PubAck, allocs *pool.Pool) {
 		last = attribute.String(telemetry.AttrInputsDigest, out.Resolved.InputsDigest)
 		w.log.DebugContext(ctx, "task resolved", "task_id", d.taskID, "model", out.Resolved.Model)
 	}
-	if span.IsRecording() {
-		span.SetAttributes(last, attribute.String(telemetry.AttrOutcome, outcome))
+	if d.attrs != nil {
+		d.attrs = append(d.attrs, last, attribute.String(telemetry.AttrOutcome, outcome))
 	}
 	if in := w.opt.Instruments; in != nil {
 		in.TaskDone(ctx, outcome, code)
@@ -561,9 +565,9 @@ func (w *Worker) finish(d *delivery, ack *jetstream.PubAck, allocs *pool.Pool) {
 		// The task is done (acked, counted); the span still covers the
 		// allocation, so it ends with it.
 		released = true
-		spec, taskID, keepAlive, slots := out.Resolved, d.taskID, d.keepAlive, d.slots
+		spec, taskID, attrs, keepAlive, slots := out.Resolved, d.taskID, d.attrs, d.keepAlive, d.slots
 		allocs.Go(func() {
-			defer w.release(ctx, span, keepAlive, slots)
+			defer w.release(ctx, span, attrs, keepAlive, slots)
 			if err := w.opt.Allocator.Allocate(ctx, spec); err != nil {
 				w.log.ErrorContext(ctx, "allocator failed after resolution was published", "task_id", taskID, "error", err)
 			}
@@ -577,8 +581,8 @@ func (w *Worker) retry(d *delivery, err error) {
 	span, ctx := d.span, d.ctx
 	span.RecordError(err)
 	span.SetStatus(codes.Error, "transient: "+err.Error())
-	if span.IsRecording() {
-		span.SetAttributes(attribute.String(telemetry.AttrOutcome, telemetry.OutcomeRetry))
+	if d.attrs != nil {
+		d.attrs = append(d.attrs, attribute.String(telemetry.AttrOutcome, telemetry.OutcomeRetry))
 	}
 	w.log.WarnContext(ctx, "transient fault; task will be redelivered", "task_id", d.taskID, "delivery", d.delivered, "error", err)
 	w.nak(ctx, d.msg, d.delivered, d.taskID)
@@ -588,14 +592,18 @@ func (w *Worker) retry(d *delivery, err error) {
 	if d.future != nil {
 		// process has handed the delivery over, so its deferred release
 		// will not run: this is the end of the task.
-		w.release(ctx, span, d.keepAlive, d.slots)
+		w.release(ctx, span, d.attrs, d.keepAlive, d.slots)
 	}
 }
 
-// release ends what every delivery holds: its process span, its keep-alive
-// timer, its place in the in-flight gauge and its slot.
-func (w *Worker) release(ctx context.Context, span trace.Span, keepAlive *time.Timer, slots chan struct{}) {
+// release ends what every delivery holds: its process span (setting the
+// attributes gathered for it), its keep-alive timer, its place in the
+// in-flight gauge and its slot.
+func (w *Worker) release(ctx context.Context, span trace.Span, attrs []attribute.KeyValue, keepAlive *time.Timer, slots chan struct{}) {
 	keepAlive.Stop()
+	if len(attrs) > 0 {
+		span.SetAttributes(attrs...)
+	}
 	span.End()
 	if in := w.opt.Instruments; in != nil {
 		in.Inflight.Add(ctx, -1)
@@ -775,6 +783,11 @@ func (w *Worker) stageEnd(ctx context.Context, span trace.Span, stage resolve.St
 		in.StageDone(ctx, string(stage), d)
 	}
 }
+
+// maxProcAttrs is the most attributes the process span gets: taskAttrs'
+// five, the snapshot digest, role, pack, the inputs digest or error code,
+// and the outcome (a retry after finish began adds one more at most).
+const maxProcAttrs = 11
 
 // taskAttrs are the process span's attributes known when it starts. A value
 // the message did not carry is left out rather than recorded as "".
