@@ -172,6 +172,9 @@ type Report struct {
 	Traced       *Stats    `json:"traced,omitempty"`
 	TracedRatio  float64   `json:"traced_ratio,omitempty"`
 	TracedRatios []float64 `json:"traced_ratios,omitempty"`
+	// SpanFloor, with CompareTracing, is the SDK's own cost of a task's
+	// spans, measured after the runs in the same process.
+	SpanFloor *SpanFloor `json:"span_floor,omitempty"`
 	// Runs is every run in the order it ran.
 	Runs []Stats `json:"runs"`
 	// NATSErrors counts asynchronous client errors (a slow-consumer drop,
@@ -255,6 +258,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		t := median(traced, key)
 		rep.Traced = &t
 		rep.TracedRatios, rep.TracedRatio = pairRatios(traced, pipe)
+		f, err := spanFloor(o.Tasks)
+		if err != nil {
+			return nil, err
+		}
+		if c := rep.Pipeline.CPUPer1000; c > 0 {
+			f.ShareOfUntracedTask = f.CPUMicrosPerTask / (c * 1000)
+		}
+		rep.SpanFloor = &f
 	}
 	if o.Baseline {
 		b := median(base, key)

@@ -158,6 +158,9 @@ func TestRunEveryTaskGetsAnOutcome(t *testing.T) {
 					t.Fatalf("traced %v, ratios %v (median %v): want a traced run and one ratio per repeat", rep.Traced, rep.TracedRatios, rep.TracedRatio)
 				}
 				loops = append(loops, *rep.Traced)
+				if f := rep.SpanFloor; f == nil || f.Tasks != c.o.Tasks || f.CPUMicrosPerTask < 0 || f.ShareOfUntracedTask < 0 {
+					t.Errorf("span floor %+v: want one measured over %d tasks", f, c.o.Tasks)
+				}
 				var order []string
 				for _, r := range rep.Runs {
 					order = append(order, r.Loop)

@@ -158,6 +158,11 @@ func printReport(w io.Writer, r *bench.Report) {
 			fmt.Fprintf(w, " (median of the pairs' %.3f)", r.TracedRatios)
 		}
 		fmt.Fprintln(w)
+		fmt.Fprintf(w, "CPU per task: untraced %.1f µs, traced %.1f µs (median runs)\n", r.Pipeline.CPUPer1000*1000, r.Traced.CPUPer1000*1000)
+	}
+	if f := r.SpanFloor; f != nil {
+		fmt.Fprintf(w, "the OpenTelemetry SDK alone, the same spans without the pipeline (%d tasks): %.1f µs CPU, %.0f allocations, %.1f KiB per task = %.1f%% of an untraced task's CPU\n",
+			f.Tasks, f.CPUMicrosPerTask, f.AllocsPerTask, f.AllocBytesPerTask/1024, 100*f.ShareOfUntracedTask)
 	}
 	if r.NATSErrors > 0 {
 		fmt.Fprintf(w, "warning: %d asynchronous NATS errors during the bench; the numbers are disturbed\n", r.NATSErrors)
