@@ -220,6 +220,35 @@ func MaterializeSystemMessage(r *resolve.ResolvedAgentSpec, preamble string) (st
 	return SystemMessage(preamble, r.LionSystem, r.PromptBody), nil
 }
 
+// MaterializeSystemMessageFrom is MaterializeSystemMessage(r, preamble)
+// for a caller that holds the message resolve.ResolveWithPreamble composed
+// with r: it runs the same checks and returns composed when it is exactly
+// the system message, building nothing; any other text is not trusted and
+// the message is built as MaterializeSystemMessage builds it.
+func MaterializeSystemMessageFrom(r *resolve.ResolvedAgentSpec, preamble, composed string) (string, error) {
+	if err := check(r); err != nil {
+		return "", err
+	}
+	if isSystemMessage(composed, preamble, r.LionSystem, r.PromptBody) {
+		return composed, nil
+	}
+	return SystemMessage(preamble, r.LionSystem, r.PromptBody), nil
+}
+
+// isSystemMessage reports whether msg == SystemMessage(preamble,
+// lionSystem, body) without building the right-hand side. When body is
+// msg's own tail, as ResolveWithPreamble makes it, comparing it is a
+// pointer check.
+func isSystemMessage(msg, preamble string, lionSystem bool, body string) bool {
+	p := strings.TrimSpace(preamble)
+	if !lionSystem || p == "" {
+		return msg == body
+	}
+	sep := resolve.BlockSeparator
+	return len(msg) == len(p)+len(sep)+len(body) &&
+		msg[:len(p)] == p && msg[len(p):len(p)+len(sep)] == sep && msg[len(p)+len(sep):] == body
+}
+
 // cloneStrings copies a slice, keeping nil (absent) apart from empty.
 func cloneStrings(s []string) []string {
 	if s == nil {

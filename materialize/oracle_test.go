@@ -239,6 +239,16 @@ func TestPropertyMaterializeMatchesOracle(t *testing.T) {
 		if msg != want.SystemMessage {
 			t.Fatalf("MaterializeSystemMessage = %q, oracle %q", msg, want.SystemMessage)
 		}
+		// A composed message is used only when it is the right one:
+		// whatever the caller offers, the answer is the oracle's.
+		offered := rapid.SampledFrom([]string{"", want.SystemMessage, want.SystemMessage + " ", "PREAMBLE\n\n" + spec.PromptBody, spec.PromptBody}).Draw(t, "composed")
+		msg, err = materialize.MaterializeSystemMessageFrom(spec, pre, offered)
+		if diff := cmp.Diff(fmt.Sprint(wantErr), fmt.Sprint(err)); diff != "" {
+			t.Fatalf("MaterializeSystemMessageFrom error (-oracle +got):\n%s", diff)
+		}
+		if msg != want.SystemMessage {
+			t.Fatalf("MaterializeSystemMessageFrom(%q) = %q, oracle %q", offered, msg, want.SystemMessage)
+		}
 		wantSpec, wantErr := oracleAgentSpec(spec)
 		gotSpec, err := materialize.AgentSpecFromResolved(spec)
 		if diff := cmp.Diff(fmt.Sprint(wantErr), fmt.Sprint(err)); diff != "" {
@@ -250,6 +260,39 @@ func TestPropertyMaterializeMatchesOracle(t *testing.T) {
 	})
 	if _, err := materialize.MaterializeSystemMessage(nil, "PRE"); err == nil {
 		t.Errorf("MaterializeSystemMessage(nil) succeeded")
+	}
+}
+
+// TestMaterializeSystemMessageFromAllocations: given the message
+// ResolveWithPreamble composed, the system-message path builds nothing.
+func TestMaterializeSystemMessageFromAllocations(t *testing.T) {
+	overlay, replacement := fixture(), fixture()
+	overlay.Profile, overlay.Task.ExtraPrompt = tunedOverlay(), ptr("Decide by Friday.")
+	replacement.Profile = ghostwriter()
+	cases := []struct {
+		name string
+		ref  resolve.RoleRef
+		in   resolve.Inputs
+	}{
+		{"casts", resolve.RoleName("architect"), fixture()},
+		{"overlay", resolve.RoleName("architect"), overlay},
+		{"replacement", resolve.ExternalRef{Name: "ghostwriter"}, replacement},
+	}
+	for _, c := range cases {
+		for _, lion := range []bool{false, true} {
+			c.in.Defaults.LionSystem = lion
+			c.in.Task.LionSystem = &lion
+			spec, composed, err := resolve.ResolveWithPreamble(c.ref, c.in, preamble)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if spec.LionSystem != lion {
+				t.Fatalf("%s: lion_system %v, want %v", c.name, spec.LionSystem, lion)
+			}
+			if n := testing.AllocsPerRun(100, func() { _, _ = materialize.MaterializeSystemMessageFrom(&spec, preamble, composed) }); n != 0 {
+				t.Errorf("%s, lion_system %v: %v allocations, want 0", c.name, lion, n)
+			}
+		}
 	}
 }
 

@@ -67,7 +67,9 @@ func Handle(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, obse
 	out.Inputs = in
 
 	end = observe(resolve.StageResolve)
-	spec, err := resolve.Resolve(ref, in)
+	// The system message is composed with the prompt body, in one
+	// allocation: the outcome carries both.
+	spec, composed, err := resolve.ResolveWithPreamble(ref, in, snap.Preamble)
 	end(err)
 	if err != nil {
 		out.Failure = FailureFrom(&taskID, resolve.StageResolve, err)
@@ -76,8 +78,9 @@ func Handle(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, obse
 
 	end = observe(resolve.StageMaterialize)
 	// Only the system message goes into the outcome, so the AgentSpec and
-	// run envelope are not built; the checks are Materialize's.
-	msg, err := materialize.MaterializeSystemMessage(&spec, snap.Preamble)
+	// run envelope are not built; the checks are Materialize's, and the
+	// composed message is used only once it is shown to be the right one.
+	msg, err := materialize.MaterializeSystemMessageFrom(&spec, snap.Preamble, composed)
 	end(err)
 	if err != nil {
 		out.Failure = FailureFrom(&taskID, resolve.StageMaterialize, err)

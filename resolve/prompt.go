@@ -11,17 +11,25 @@ const BlockSeparator = "\n\n"
 // JoinBlocks trims each block and joins the non-empty ones with exactly
 // BlockSeparator; empty blocks add nothing.
 func JoinBlocks(blocks ...string) string {
+	s, _ := joinBlocksAfter("", blocks...)
+	return s
+}
+
+// joinBlocksAfter is JoinBlocks(blocks...) and, when head is not empty,
+// head + BlockSeparator + that text in the same allocation (the joined
+// blocks are its tail); with an empty head both results are the same.
+func joinBlocksAfter(head string, blocks ...string) (text, withHead string) {
 	var m blockWriter
 	m.mode = measuring
 	for _, blk := range blocks {
 		m.block(blk)
 	}
 	w := blockWriter{}
-	w.b.Grow(m.n)
+	w.head(head, m.n)
 	for _, blk := range blocks {
 		w.block(blk)
 	}
-	return w.b.String()
+	return w.result()
 }
 
 // DirectiveBlock renders a pack entry's directives: the non-empty sections
@@ -39,14 +47,21 @@ func DirectiveBlock(d Directives) string {
 // CastsPrompt composes a casts or overlay prompt: Role body, each Mode's
 // behaviors in order, the directive block, then the overlays in order.
 func CastsPrompt(roleBody string, modes []Mode, d Directives, overlays ...string) string {
+	s, _ := castsPromptAfter("", roleBody, modes, d, overlays)
+	return s
+}
+
+// castsPromptAfter is CastsPrompt and, when head is not empty, head +
+// BlockSeparator + the prompt in the same allocation (see joinBlocksAfter).
+func castsPromptAfter(head, roleBody string, modes []Mode, d Directives, overlays []string) (prompt, withHead string) {
 	// A measuring pass first sizes the builder exactly, so the prompt is
-	// one allocation of its own length.
+	// one allocation of its own length (and the head's).
 	m := blockWriter{mode: measuring}
 	m.casts(roleBody, modes, d, overlays)
 	var w blockWriter
-	w.b.Grow(m.n)
+	w.head(head, m.n)
 	w.casts(roleBody, modes, d, overlays)
-	return w.b.String()
+	return w.result()
 }
 
 // CastsPromptMatches reports whether CastsPrompt(roleBody, modes, d,
@@ -74,6 +89,7 @@ const (
 type blockWriter struct {
 	b     strings.Builder
 	mode  writeMode
+	base  int    // building: where the blocks start in b (after a head)
 	n     int    // bytes written (measuring, comparing)
 	want  string // comparing: the expected text
 	match bool   // comparing: false once a write differed from want
@@ -111,9 +127,30 @@ func (w *blockWriter) write(s string) {
 
 func (w *blockWriter) len() int {
 	if w.mode == building {
-		return w.b.Len()
+		return w.b.Len() - w.base
 	}
 	return w.n
+}
+
+// head sizes a building writer for n bytes of blocks and, when head is
+// not empty, writes head + BlockSeparator before them; the blocks are then
+// separated as if nothing preceded them.
+func (w *blockWriter) head(head string, n int) {
+	if head == "" {
+		w.b.Grow(n)
+		return
+	}
+	w.b.Grow(len(head) + len(BlockSeparator) + n)
+	w.b.WriteString(head)
+	w.b.WriteString(BlockSeparator)
+	w.base = w.b.Len()
+}
+
+// result is the blocks written and the whole text, head included: one
+// string and its tail.
+func (w *blockWriter) result() (blocks, all string) {
+	all = w.b.String()
+	return all[w.base:], all
 }
 
 // block appends s trimmed, after a separator when something precedes it;

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
@@ -597,6 +598,39 @@ func TestPropertyDeterminism(t *testing.T) {
 		}
 		if diff := cmp.Diff(e1, e3); diff != "" {
 			t.Fatalf("errors for a deep copy differ:\n%s", diff)
+		}
+	})
+}
+
+// TestPropertyResolveWithPreamble: the result is Resolve's, the error too,
+// and the message is the one the materializer makes of it, with the prompt
+// body as its tail in the same memory (one allocation for both).
+func TestPropertyResolveWithPreamble(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		sc := genScenario.Draw(t, "scenario")
+		preamble := rapid.SampledFrom([]string{"", "  \n", "You are part of a fleet.", "\n  Padded preamble.\n\n"}).Draw(t, "preamble")
+		want, wantErr := resolve.Resolve(sc.ref, sc.in)
+		got, msg, err := resolve.ResolveWithPreamble(sc.ref, sc.in, preamble)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("result differs from Resolve's (-Resolve +ResolveWithPreamble):\n%s", diff)
+		}
+		if diff := cmp.Diff(wantErr, err); diff != "" {
+			t.Fatalf("error differs from Resolve's:\n%s", diff)
+		}
+		if err != nil {
+			if msg != "" {
+				t.Fatalf("message %q with error %v", msg, err)
+			}
+			return
+		}
+		if wantMsg := materialize.SystemMessage(preamble, got.LionSystem, got.PromptBody); msg != wantMsg {
+			t.Fatalf("message %q, want the materializer's %q", msg, wantMsg)
+		}
+		if tail := msg[len(msg)-len(got.PromptBody):]; len(got.PromptBody) > 0 && unsafe.StringData(tail) != unsafe.StringData(got.PromptBody) {
+			t.Fatalf("prompt body is not the message's tail in memory")
+		}
+		if m, err := materialize.MaterializeSystemMessageFrom(&got, preamble, msg); err == nil && unsafe.StringData(m) != unsafe.StringData(msg) {
+			t.Fatalf("the materializer built another message instead of using the composed one")
 		}
 	})
 }

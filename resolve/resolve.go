@@ -16,6 +16,22 @@ func Resolve(ref RoleRef, in Inputs) (ResolvedAgentSpec, error) {
 	return r.out, nil
 }
 
+// ResolveWithPreamble is Resolve(ref, in) and, second, the system message
+// a materializer makes of the result with this preamble: when LionSystem
+// is on and the preamble is not blank, strings.TrimSpace(preamble) +
+// BlockSeparator + PromptBody, otherwise PromptBody itself
+// (materialize.SystemMessage). The message and the prompt body are one
+// allocation, the body its tail, so a caller that needs both — the worker
+// publishes both — pays for the prompt once. The preamble decides nothing
+// in the result, which equals Resolve's.
+func ResolveWithPreamble(ref RoleRef, in Inputs, preamble string) (ResolvedAgentSpec, string, error) {
+	r := resolution{preamble: preamble}
+	if err := r.run(ref, in); err != nil {
+		return ResolvedAgentSpec{}, "", err
+	}
+	return r.out, r.message, nil
+}
+
 type resolution struct {
 	in Inputs
 	// role and entry are copies of the catalog's Role and the pack's
@@ -29,6 +45,10 @@ type resolution struct {
 	overlays  [2]string
 	nOverlays int
 	out       ResolvedAgentSpec
+	// preamble is ResolveWithPreamble's; message is the system message
+	// composed with the prompt body (the body when there is no preamble).
+	preamble string
+	message  string
 }
 
 func (r *resolution) run(ref RoleRef, in Inputs) error {
@@ -376,7 +396,7 @@ func (r *resolution) prompt(modes []Mode) {
 		out.Identity = Identity{Kind: IdentityExternal, Name: r.profile.Name, Modes: []string{}}
 		out.PromptDisposition = PromptReplacement
 		out.Sources.Prompt = SourceExternalReplacement
-		out.PromptBody = JoinBlocks(r.profile.Body, extra)
+		out.PromptBody, r.message = joinBlocksAfter(r.head(), r.profile.Body, extra)
 		out.PromptOverlays = []string{}
 		out.Emits = []string{}
 		if out.Diagnostics == nil {
@@ -407,7 +427,7 @@ func (r *resolution) prompt(modes []Mode) {
 		r.overlays[r.nOverlays] = extra
 		r.nOverlays++
 	}
-	out.PromptBody = CastsPrompt(r.role.Body, modes, out.Directives, r.overlays[:r.nOverlays]...)
+	out.PromptBody, r.message = castsPromptAfter(r.head(), r.role.Body, modes, out.Directives, r.overlays[:r.nOverlays])
 	role := r.role
 	role.ArtifactDefaults = cloneMap(role.ArtifactDefaults)
 	out.Role = &role
@@ -464,6 +484,15 @@ func (r *resolution) detach() {
 	for i := range out.ModeDefs {
 		out.ModeDefs[i].ConflictsWith = a.copy(out.ModeDefs[i].ConflictsWith)
 	}
+}
+
+// head is what the system message puts before the prompt body: the
+// trimmed preamble when lion_system is on (decided before the prompt).
+func (r *resolution) head() string {
+	if !r.out.LionSystem {
+		return ""
+	}
+	return strings.TrimSpace(r.preamble)
 }
 
 func contains(list []string, s string) bool {
