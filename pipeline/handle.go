@@ -34,19 +34,25 @@ func (o *Outcome) Code() resolve.Code {
 	return ""
 }
 
-// StageFunc observes the stages of Handle (for spans and metrics). It is
-// called with the stage name before the stage runs and returns a function
-// that is called with the stage's error (nil on success) when it ends.
-type StageFunc func(stage resolve.Stage) func(err error)
+// Observer watches the stages of Handle (for spans and metrics):
+// StageStart is called before a stage runs and StageEnd when it ends, with
+// its error (nil on success). Stages run one after another.
+type Observer interface {
+	StageStart(stage resolve.Stage)
+	StageEnd(stage resolve.Stage, err error)
+}
 
-func noStage(resolve.Stage) func(error) { return func(error) {} }
+type noObserver struct{}
+
+func (noObserver) StageStart(resolve.Stage)      {}
+func (noObserver) StageEnd(resolve.Stage, error) {}
 
 // Handle runs discover → resolve → materialize for one decoded task
 // against one snapshot. It does no I/O (the snapshot is in memory), so the
 // worker and the offline `worker resolve` share it and give the same answer.
-func Handle(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, observe StageFunc) Outcome {
+func Handle(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, observe Observer) Outcome {
 	if observe == nil {
-		observe = noStage
+		observe = noObserver{}
 	}
 	out := Outcome{Role: task.Role, Ref: ref, SnapshotDigest: snap.Digest}
 	if task.Pack != nil {
@@ -54,9 +60,9 @@ func Handle(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, obse
 	}
 	taskID := task.TaskID
 
-	end := observe(resolve.StageDiscover)
+	observe.StageStart(resolve.StageDiscover)
 	in, err := snap.Inputs(discover.Request{Ref: ref, Pack: task.Pack, Profile: task.Profile, Task: task.Overrides()})
-	end(err)
+	observe.StageEnd(resolve.StageDiscover, err)
 	if err != nil {
 		out.Failure = FailureFrom(&taskID, resolve.StageDiscover, err)
 		return out
@@ -66,22 +72,22 @@ func Handle(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, obse
 	}
 	out.Inputs = in
 
-	end = observe(resolve.StageResolve)
+	observe.StageStart(resolve.StageResolve)
 	// The system message is composed with the prompt body, in one
 	// allocation: the outcome carries both.
 	spec, composed, err := resolve.ResolveWithPreamble(ref, in, snap.Preamble)
-	end(err)
+	observe.StageEnd(resolve.StageResolve, err)
 	if err != nil {
 		out.Failure = FailureFrom(&taskID, resolve.StageResolve, err)
 		return out
 	}
 
-	end = observe(resolve.StageMaterialize)
+	observe.StageStart(resolve.StageMaterialize)
 	// Only the system message goes into the outcome, so the AgentSpec and
 	// run envelope are not built; the checks are Materialize's, and the
 	// composed message is used only once it is shown to be the right one.
 	msg, err := materialize.MaterializeSystemMessageFrom(&spec, snap.Preamble, composed)
-	end(err)
+	observe.StageEnd(resolve.StageMaterialize, err)
 	if err != nil {
 		out.Failure = FailureFrom(&taskID, resolve.StageMaterialize, err)
 		return out

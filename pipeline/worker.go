@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sourcegraph/conc/pool"
@@ -353,6 +354,9 @@ type delivery struct {
 	keepAlive *time.Timer
 	slots     chan struct{}
 	outcome   *nats.Msg // its Data goes back to bodyPool on the PubAck
+	// obs observes Handle's stages; held here so that observing
+	// allocates nothing of its own.
+	obs stageObserver
 }
 
 // process turns one task message into a published outcome whose PubAck is
@@ -397,7 +401,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 	// The parent context is known only after decoding (it may be in the
 	// event's extension), so the process span and its decode child are
 	// started afterwards with the times they really began.
-	ceParent, ceState := extensionContext(inc.Event.Extensions())
+	ceParent, ceState := extensionContext(&inc.Event)
 	parent := telemetry.ExtractTask(ctx, w.opt.Propagator, header, ceParent, ceState)
 	ctx = parent
 	recording := false
@@ -417,12 +421,16 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 		procAttrs = taskAttrs(make([]attribute.KeyValue, 0, maxProcAttrs), msg.Subject(), &inc)
 	}
 
-	var out Outcome
+	// The delivery is made now and its outcome filled in place: an Outcome
+	// of its own would be a second allocation of the same size.
+	dl := &delivery{msg: msg, delivered: delivered, keepAlive: keepAlive, slots: slots}
+	out := &dl.out
 	if decodeErr != nil {
 		out.Failure = FailureFrom(&inc.Task.TaskID, resolve.StageDecode, decodeErr)
 	} else {
 		snap := w.src.Snapshot()
-		out = Handle(snap, inc.Task, inc.Ref, w.observer(ctx))
+		dl.obs = stageObserver{w: w, ctx: ctx}
+		*out = Handle(snap, inc.Task, inc.Ref, &dl.obs)
 		if recording {
 			procAttrs = append(procAttrs, attribute.String(telemetry.AttrSnapshotDigest, snap.Digest))
 		}
@@ -442,14 +450,16 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 	} else {
 		id = events.OutcomeIDForSequence(w.cfg.TasksStream, seq)
 	}
-	d = &delivery{ctx: ctx, span: span, attrs: procAttrs, msg: msg, taskID: inc.Task.TaskID, delivered: delivered, keepAlive: keepAlive, slots: slots}
+	// d stays nil until the delivery is handed on: the deferred release
+	// looks at it.
+	dl.ctx, dl.span, dl.attrs, dl.taskID = ctx, span, procAttrs, inc.Task.TaskID
 	var transient error
 	if h := w.opt.Hooks.BeforePublish; h != nil {
-		transient = h(ctx, &out)
+		transient = h(ctx, out)
 	}
 	if transient == nil {
 		var m *nats.Msg
-		m, d.pub, d.pubStart, transient = w.encode(ctx, id, inc, &out)
+		m, dl.pub, dl.pubStart, transient = w.encode(ctx, id, inc, out)
 		if transient == nil && out.Resolved != nil && tooLarge(w.js.Conn(), m) {
 			// A resolved spec too large for the server would be refused on
 			// every delivery; it is a typed failure, not a transient fault.
@@ -461,30 +471,29 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 				Message: fmt.Sprintf("the resolved outcome is %d bytes, over the server's max payload of %d", size, w.js.Conn().MaxPayload()),
 			}
 			out.Resolved = nil
-			if d.pub != nil {
-				d.pub.End()
+			if dl.pub != nil {
+				dl.pub.End()
 			}
-			m, d.pub, d.pubStart, transient = w.encode(ctx, id, inc, &out)
+			m, dl.pub, dl.pubStart, transient = w.encode(ctx, id, inc, out)
 		}
 		// An encode error has ended the publish stage already.
 		if transient == nil {
-			d.outcome = m
-			d.future, transient = w.js.PublishMsgAsync(m)
+			dl.outcome = m
+			dl.future, transient = w.js.PublishMsgAsync(m)
 			if transient != nil {
 				recycle(m)
 				transient = fmt.Errorf("publish outcome: %w", transient)
-				w.stageDone(ctx, d.pub, "publish", d.pubStart, transient)
+				w.stageDone(ctx, dl.pub, "publish", dl.pubStart, transient)
 			}
 		}
 	}
 	if transient != nil {
-		w.retry(d, transient)
+		w.retry(dl, transient)
 		// retry added to the attributes the deferred release sets.
-		procAttrs = d.attrs
+		procAttrs = dl.attrs
 		return nil
 	}
-	d.out = out
-	return d
+	return dl
 }
 
 // await waits for one delivery's PubAck and finishes the task. A PubAck
@@ -748,16 +757,24 @@ func (w *Worker) keepAlive(msg jetstream.Msg) *time.Timer {
 	return t
 }
 
-// observer records a span and a duration for each Handle stage.
-func (w *Worker) observer(ctx context.Context) StageFunc {
-	return func(stage resolve.Stage) func(error) {
-		start := time.Now()
-		var span trace.Span
-		if w.tracing {
-			_, span = w.tracer.Start(ctx, spanName(stage))
-		}
-		return func(err error) { w.stageDone(ctx, span, stage, start, err) }
+// stageObserver is a task's Observer of Handle: a span (when tracing) and
+// a duration for each stage.
+type stageObserver struct {
+	w     *Worker
+	ctx   context.Context
+	start time.Time
+	span  trace.Span
+}
+
+func (o *stageObserver) StageStart(stage resolve.Stage) {
+	o.start, o.span = time.Now(), nil
+	if o.w.tracing {
+		_, o.span = o.w.tracer.Start(o.ctx, spanName(stage))
 	}
+}
+
+func (o *stageObserver) StageEnd(stage resolve.Stage, err error) {
+	o.w.stageDone(o.ctx, o.span, stage, o.start, err)
 }
 
 // stageDone ends a stage that began at start. Stage times come from the
@@ -809,7 +826,14 @@ func taskAttrs(a []attribute.KeyValue, subject string, inc *events.Incoming) []a
 // It is the parent context when the traceparent header is absent or
 // invalid; Incoming.TraceParent cannot serve, as it holds the header
 // whenever there is one, valid or not.
-func extensionContext(ext map[string]any) (traceparent, tracestate string) {
+func extensionContext(ev *event.Event) (traceparent, tracestate string) {
+	// The v1 context's own map is read in place: Event.Extensions copies it.
+	var ext map[string]any
+	if c, ok := ev.Context.(*event.EventContextV1); ok {
+		ext = c.Extensions
+	} else {
+		ext = ev.Extensions()
+	}
 	traceparent, _ = ext[events.ExtTraceParent].(string)
 	tracestate, _ = ext[events.ExtTraceState].(string)
 	return traceparent, tracestate
@@ -842,7 +866,7 @@ func (w *Worker) deadLetter(ctx context.Context, m jetstream.Msg) {
 	if fetched {
 		inc, _ = events.DecodeTask(raw.Header, raw.Data, events.DecodeOptions{MaxDataBytes: w.cfg.MaxDataBytes})
 		// The outcome joins the task's trace, beside its failed deliveries.
-		ceParent, ceState := extensionContext(inc.Event.Extensions())
+		ceParent, ceState := extensionContext(&inc.Event)
 		ctx = telemetry.ExtractTask(ctx, w.opt.Propagator, raw.Header, ceParent, ceState)
 	} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
 		w.log.WarnContext(ctx, "dead-letter fetch failed; retrying", "stream_seq", adv.StreamSeq, "error", err)
