@@ -74,6 +74,7 @@ type Worker struct {
 	// options), and the incoming context alone reaches the outcome.
 	tracing bool
 	tracer  trace.Tracer
+	alive   *keepAlives
 
 	mu    sync.Mutex
 	ready bool
@@ -107,6 +108,7 @@ func New(js jetstream.JetStream, src SnapshotSource, cfg Config, opt Options) (*
 	return &Worker{
 		js: js, cfg: cfg, src: src, opt: opt, log: opt.Logger,
 		tracer: opt.TracerProvider.Tracer(telemetry.ScopeName), tracing: !noop,
+		alive: newKeepAlives(cfg.AckWait),
 	}, nil
 }
 
@@ -311,11 +313,21 @@ func (w *Worker) consumeTasks(ctx, work context.Context, c jetstream.Consumer) e
 	completed := make(chan struct{})
 	go func() {
 		defer close(completed)
-		timer := time.NewTimer(time.Hour)
-		defer timer.Stop()
+		tick := time.NewTicker(w.ackCheck())
+		defer tick.Stop()
 		for d := range pending {
-			w.await(d, timer, allocs)
+			w.await(d, tick, allocs)
 		}
+	}()
+	stopAlive := make(chan struct{})
+	aliveDone := make(chan struct{})
+	go func() {
+		defer close(aliveDone)
+		w.alive.run(stopAlive)
+	}()
+	defer func() {
+		close(stopAlive)
+		<-aliveDone
 	}()
 
 	for {
@@ -351,7 +363,6 @@ type delivery struct {
 	out       Outcome
 	taskID    string
 	delivered uint64
-	keepAlive *time.Timer
 	slots     chan struct{}
 	outcome   *nats.Msg // its Data goes back to bodyPool on the PubAck
 	// obs observes Handle's stages; held here so that observing
@@ -374,7 +385,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 	if in := w.opt.Instruments; in != nil {
 		in.Inflight.Add(ctx, 1)
 	}
-	keepAlive := w.keepAlive(msg)
+	w.alive.hold(msg, start)
 	span := trace.SpanFromContext(ctx)
 	var procAttrs []attribute.KeyValue
 	// Everything below ends here unless a delivery carries it on to the
@@ -390,7 +401,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 			d = nil
 		}
 		if d == nil {
-			w.release(ctx, span, procAttrs, keepAlive, slots)
+			w.release(ctx, span, procAttrs, msg, slots)
 		}
 	}()
 
@@ -423,7 +434,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 
 	// The delivery is made now and its outcome filled in place: an Outcome
 	// of its own would be a second allocation of the same size.
-	dl := &delivery{msg: msg, delivered: delivered, keepAlive: keepAlive, slots: slots}
+	dl := &delivery{msg: msg, delivered: delivered, slots: slots}
 	out := &dl.out
 	if decodeErr != nil {
 		out.Failure = FailureFrom(&inc.Task.TaskID, resolve.StageDecode, decodeErr)
@@ -500,25 +511,34 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 // that does not come within ack_wait is a transient fault: the task is
 // nak'ed, and should the outcome have been stored after all, the
 // redelivery's is dropped as its duplicate.
-func (w *Worker) await(d *delivery, timer *time.Timer, allocs *pool.Pool) {
+func (w *Worker) await(d *delivery, tick *time.Ticker, allocs *pool.Pool) {
 	// The deadline counts from the publish, so that after a lost
 	// connection the queued futures time out together, not one after the
-	// other.
-	timer.Reset(time.Until(d.pubStart.Add(w.cfg.AckWait)))
+	// other. It is checked on the completion goroutine's ticks (within
+	// ackCheck of it) rather than with a timer reset per task.
+	deadline := d.pubStart.Add(w.cfg.AckWait)
 	var ack *jetstream.PubAck
 	var err error
-	select {
-	case ack = <-d.future.Ok():
-		recycle(d.outcome)
-	case err = <-d.future.Err():
-		recycle(d.outcome)
-		err = fmt.Errorf("publish outcome: %w", err)
-	case <-timer.C:
-		// The client may still retry this publish: its body is not
-		// recycled.
-		err = fmt.Errorf("publish outcome: no PubAck within %s", w.cfg.AckWait)
+wait:
+	for {
+		select {
+		case ack = <-d.future.Ok():
+			recycle(d.outcome)
+			break wait
+		case err = <-d.future.Err():
+			recycle(d.outcome)
+			err = fmt.Errorf("publish outcome: %w", err)
+			break wait
+		case now := <-tick.C:
+			if now.Before(deadline) {
+				continue
+			}
+			// The client may still retry this publish: its body is not
+			// recycled.
+			err = fmt.Errorf("publish outcome: no PubAck within %s", w.cfg.AckWait)
+			break wait
+		}
 	}
-	timer.Stop()
 	w.stageDone(d.ctx, d.pub, "publish", d.pubStart, err)
 	if err != nil {
 		w.retry(d, err)
@@ -539,7 +559,7 @@ func (w *Worker) finish(d *delivery, ack *jetstream.PubAck, allocs *pool.Pool) {
 			w.nak(ctx, d.msg, d.delivered, d.taskID)
 		}
 		if !released {
-			w.release(ctx, span, d.attrs, d.keepAlive, d.slots)
+			w.release(ctx, span, d.attrs, d.msg, d.slots)
 		}
 	}()
 	if h := w.opt.Hooks.AfterPublish; h != nil {
@@ -574,9 +594,9 @@ func (w *Worker) finish(d *delivery, ack *jetstream.PubAck, allocs *pool.Pool) {
 		// The task is done (acked, counted); the span still covers the
 		// allocation, so it ends with it.
 		released = true
-		spec, taskID, attrs, keepAlive, slots := out.Resolved, d.taskID, d.attrs, d.keepAlive, d.slots
+		spec, taskID, attrs, msg, slots := out.Resolved, d.taskID, d.attrs, d.msg, d.slots
 		allocs.Go(func() {
-			defer w.release(ctx, span, attrs, keepAlive, slots)
+			defer w.release(ctx, span, attrs, msg, slots)
 			if err := w.opt.Allocator.Allocate(ctx, spec); err != nil {
 				w.log.ErrorContext(ctx, "allocator failed after resolution was published", "task_id", taskID, "error", err)
 			}
@@ -601,15 +621,15 @@ func (w *Worker) retry(d *delivery, err error) {
 	if d.future != nil {
 		// process has handed the delivery over, so its deferred release
 		// will not run: this is the end of the task.
-		w.release(ctx, span, d.attrs, d.keepAlive, d.slots)
+		w.release(ctx, span, d.attrs, d.msg, d.slots)
 	}
 }
 
 // release ends what every delivery holds: its process span (setting the
-// attributes gathered for it), its keep-alive timer, its place in the
-// in-flight gauge and its slot.
-func (w *Worker) release(ctx context.Context, span trace.Span, attrs []attribute.KeyValue, keepAlive *time.Timer, slots chan struct{}) {
-	keepAlive.Stop()
+// attributes gathered for it), its keep-alive, its place in the in-flight
+// gauge and its slot.
+func (w *Worker) release(ctx context.Context, span trace.Span, attrs []attribute.KeyValue, msg jetstream.Msg, slots chan struct{}) {
+	w.alive.drop(msg)
 	if len(attrs) > 0 {
 		span.SetAttributes(attrs...)
 	}
@@ -744,17 +764,11 @@ func (w *Worker) nak(ctx context.Context, msg jetstream.Msg, delivered uint64, t
 	}
 }
 
-// keepAlive tells the server the task is still being worked on while a
-// stage runs long, so it is not redelivered to another worker meanwhile.
-func (w *Worker) keepAlive(msg jetstream.Msg) *time.Timer {
-	every := w.cfg.AckWait / 2
-	var t *time.Timer
-	t = time.AfterFunc(every, func() {
-		if msg.InProgress() == nil {
-			t.Reset(every)
-		}
-	})
-	return t
+// ackCheck is how often the completion goroutine looks at the PubAck
+// deadline of the task it waits for: a tenth of ack_wait, at most a
+// second.
+func (w *Worker) ackCheck() time.Duration {
+	return max(min(w.cfg.AckWait/10, time.Second), time.Millisecond)
 }
 
 // stageObserver is a task's Observer of Handle: a span (when tracing) and
