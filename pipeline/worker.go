@@ -582,7 +582,11 @@ func (w *Worker) finish(d *delivery, ack *jetstream.PubAck, allocs *pool.Pool) {
 		w.log.InfoContext(ctx, "task failed", "task_id", d.taskID, "code", code, "stage", out.Failure.Stage)
 	} else {
 		last = attribute.String(telemetry.AttrInputsDigest, out.Resolved.InputsDigest)
-		w.log.DebugContext(ctx, "task resolved", "task_id", d.taskID, "model", out.Resolved.Model)
+		// Checked first: building the arguments allocates even when the
+		// level is off (two allocations on every resolved task).
+		if w.log.Enabled(ctx, slog.LevelDebug) {
+			w.log.DebugContext(ctx, "task resolved", "task_id", d.taskID, "model", out.Resolved.Model)
+		}
 	}
 	if d.attrs != nil {
 		d.attrs = append(d.attrs, last, attribute.String(telemetry.AttrOutcome, outcome))
