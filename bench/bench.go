@@ -48,6 +48,10 @@ type Options struct {
 	// at this rate while the loop runs. 0 preloads every task first and
 	// measures peak throughput.
 	Rate float64
+	// PeakFraction, when positive, first finds the highest offered load
+	// the pipeline sustains (PeakSearch) and then measures at this
+	// fraction of it: Rate is set from it.
+	PeakFraction float64
 	// Trace runs the pipeline with an always-sampling SDK tracer provider
 	// whose exporter discards every span: the cost of tracing without the
 	// cost of a collector.
@@ -149,7 +153,9 @@ type Report struct {
 	Concurrency int     `json:"concurrency"`
 	Mix         string  `json:"mix"`
 	Rate        float64 `json:"rate,omitempty"`
-	Trace       bool    `json:"trace"`
+	// Peak is set with PeakFraction: how the measured Rate was found.
+	Peak  *PeakSearch `json:"peak,omitempty"`
+	Trace bool        `json:"trace"`
 	// CompareTracing: Traced and TracedRatio are set.
 	CompareTracing bool `json:"compare_tracing,omitempty"`
 	Binary         bool `json:"binary"`
@@ -198,7 +204,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer cleanup()
 
+	var peak *PeakSearch
+	if o.PeakFraction > 0 {
+		if peak, err = env.findPeak(ctx, o); err != nil {
+			return nil, err
+		}
+		o.Rate = o.PeakFraction * peak.Sustained
+	}
 	rep := &Report{
+		Peak:    peak,
 		Machine: machine(), Server: env.server, Tasks: o.Tasks, Concurrency: o.Concurrency,
 		Mix: o.Mix.String(), Rate: o.Rate, Trace: o.Trace, CompareTracing: o.CompareTracing, Binary: o.Binary, Repeat: o.Repeat,
 	}

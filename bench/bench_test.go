@@ -129,6 +129,7 @@ func TestRunEveryTaskGetsAnOutcome(t *testing.T) {
 		{"binary mode at an offered rate", Options{Tasks: 100, Concurrency: 2, Rate: 2000, Binary: true}},
 		{"traced, failures only", Options{Tasks: 50, Concurrency: 1, Trace: true, Mix: Mix{0, 0, 0, 1}}},
 		{"tracing off and on, two repeats", Options{Tasks: 100, Concurrency: 2, CompareTracing: true, Repeat: 2}},
+		{"at half of the sustained peak, with baseline", Options{Tasks: 200, Concurrency: 2, PeakFraction: 0.5, Baseline: true}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -144,6 +145,22 @@ func TestRunEveryTaskGetsAnOutcome(t *testing.T) {
 			for i := range c.o.Tasks {
 				if mix.sequence()[i%mix.total()] == KindFailing {
 					wantFailed++
+				}
+			}
+			if c.o.PeakFraction > 0 {
+				p := rep.Peak
+				if p == nil || len(p.Steps) != peakSteps || p.Sustained <= 0 || p.Sustained > p.Preloaded {
+					t.Fatalf("peak search %+v: want %d steps and a sustained rate in (0, preloaded]", p, peakSteps)
+				}
+				if rep.Rate != c.o.PeakFraction*p.Sustained {
+					t.Errorf("measured at %v tasks/s, want %v of the sustained %v", rep.Rate, c.o.PeakFraction, p.Sustained)
+				}
+				kept := false
+				for _, st := range p.Steps {
+					kept = kept || (st.Rate == p.Sustained && st.Kept)
+				}
+				if !kept {
+					t.Errorf("sustained rate %v is not a step that kept up: %+v", p.Sustained, p.Steps)
 				}
 			}
 			loops := []Stats{rep.Pipeline}

@@ -28,6 +28,7 @@ type benchCmd struct {
 	Mix            string        `help:"Task mix as kind=weight: casts, overlay, replacement, failing." default:"casts=5,overlay=2,replacement=2,failing=1"`
 	Baseline       bool          `help:"Also run the bare JetStream loop on the same server and payloads, and print the ratio."`
 	Rate           float64       `help:"Offered load in tasks/s, published while the loop runs (0: preload all tasks and measure peak throughput)." default:"0"`
+	PeakFraction   float64       `name:"peak-fraction" help:"First find the highest offered load the pipeline sustains (bisection over offered-load runs), then measure at this fraction of it (0.5: half of peak load); overrides --rate." default:"0"`
 	Trace          bool          `help:"Trace with an always-sampling SDK tracer provider and a discarding exporter."`
 	CompareTracing bool          `help:"Run the pipeline untraced and traced (as --trace) back to back in each repeat and print what tracing costs."`
 	Binary         bool          `help:"Send tasks in binary content mode (ce-* headers) instead of structured."`
@@ -43,13 +44,13 @@ func (c *benchCmd) Run(ctx context.Context, g *globals, kctx *kong.Context) erro
 	if err != nil {
 		return usageErr("--mix: %v", err)
 	}
-	if c.Tasks <= 0 || c.Concurrency <= 0 || c.Repeat <= 0 || c.Rate < 0 {
-		return usageErr("--tasks, --concurrency and --repeat must be positive and --rate not negative")
+	if c.Tasks <= 0 || c.Concurrency <= 0 || c.Repeat <= 0 || c.Rate < 0 || c.PeakFraction < 0 || c.PeakFraction > 1 {
+		return usageErr("--tasks, --concurrency and --repeat must be positive, --rate not negative and --peak-fraction between 0 and 1")
 	}
 	opts := bench.Options{
 		Tasks: c.Tasks, Concurrency: c.Concurrency, Mix: mix,
 		MaxAckPending: c.MaxAckPending, MaxInFlight: c.MaxInFlight, FetchBatch: c.FetchBatch, Baseline: c.Baseline,
-		Rate: c.Rate, Trace: c.Trace, CompareTracing: c.CompareTracing, Binary: c.Binary, Repeat: c.Repeat,
+		Rate: c.Rate, PeakFraction: c.PeakFraction, Trace: c.Trace, CompareTracing: c.CompareTracing, Binary: c.Binary, Repeat: c.Repeat,
 		URL: c.NATS, Purge: c.Purge, Timeout: c.Timeout, Progress: g.stderr,
 	}
 	if f, ok := g.stderr.(*os.File); ok && telemetry.IsTerminal(f) {
@@ -122,6 +123,17 @@ func printReport(w io.Writer, r *bench.Report) {
 		r.Tasks, mode, r.Concurrency, r.Mix, r.Server, tracing)
 	fmt.Fprintf(w, "machine: %d CPUs (%s), GOMAXPROCS %d, %s, load %s\n",
 		r.Machine.CPUs, r.Machine.CPUModel, r.Machine.GOMAXPROCS, r.Machine.GoVersion, r.Machine.LoadAvg)
+	if p := r.Peak; p != nil {
+		fmt.Fprintf(w, "peak load: the pipeline sustains %.0f tasks/s offered (draining a preloaded backlog: %.0f tasks/s); measured at %.0f tasks/s\n",
+			p.Sustained, p.Preloaded, r.Rate)
+		for _, st := range p.Steps {
+			verdict := "kept up"
+			if !st.Kept {
+				verdict = "fell behind"
+			}
+			fmt.Fprintf(w, "  offered %.0f/s: %.0f/s, p99 %.1f ms, %s\n", st.Rate, st.Throughput, st.P99, verdict)
+		}
+	}
 	if r.Repeat > 1 {
 		by := "throughput"
 		if r.Rate > 0 {
