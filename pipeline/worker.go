@@ -355,16 +355,15 @@ type delivery struct {
 	span trace.Span      // rolecall.process
 	// attrs are the process span's attributes, set in one call when it
 	// ends (nil when the span is not recording).
-	attrs     []attribute.KeyValue
-	pub       trace.Span // rolecall.publish
-	pubStart  time.Time
-	msg       jetstream.Msg
-	future    jetstream.PubAckFuture
-	out       Outcome
-	taskID    string
-	delivered uint64
-	slots     chan struct{}
-	outcome   *nats.Msg // its Data goes back to bodyPool on the PubAck
+	attrs    []attribute.KeyValue
+	pub      trace.Span // rolecall.publish
+	pubStart time.Time
+	msg      jetstream.Msg
+	future   jetstream.PubAckFuture
+	out      Outcome
+	taskID   string
+	slots    chan struct{}
+	outcome  *nats.Msg // its Data goes back to bodyPool on the PubAck
 	// obs observes Handle's stages; held here so that observing
 	// allocates nothing of its own.
 	obs stageObserver
@@ -375,12 +374,6 @@ type delivery struct {
 // when a transient fault prevents publishing (nil is returned then).
 func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan struct{}) (d *delivery) {
 	start := time.Now()
-	md, _ := msg.Metadata()
-	var delivered uint64 = 1
-	var seq uint64
-	if md != nil {
-		delivered, seq = md.NumDelivered, md.Sequence.Stream
-	}
 	var inc events.Incoming
 	if in := w.opt.Instruments; in != nil {
 		in.Inflight.Add(ctx, 1)
@@ -397,7 +390,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 			// dead-letter path) produces the outcome.
 			w.log.ErrorContext(ctx, "panic while processing task", "task_id", inc.Task.TaskID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			span.SetStatus(codes.Error, "panic")
-			w.nak(ctx, msg, delivered, inc.Task.TaskID)
+			w.nak(ctx, msg, inc.Task.TaskID)
 			d = nil
 		}
 		if d == nil {
@@ -434,7 +427,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 
 	// The delivery is made now and its outcome filled in place: an Outcome
 	// of its own would be a second allocation of the same size.
-	dl := &delivery{msg: msg, delivered: delivered, slots: slots}
+	dl := &delivery{msg: msg, slots: slots}
 	out := &dl.out
 	if decodeErr != nil {
 		out.Failure = FailureFrom(&inc.Task.TaskID, resolve.StageDecode, decodeErr)
@@ -459,6 +452,12 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 	if inc.Source != "" && inc.ID != "" {
 		id = events.OutcomeID(inc.Source, inc.ID)
 	} else {
+		// Only an event without source or id needs the stream sequence:
+		// the reply subject is parsed just then.
+		var seq uint64
+		if md, _ := msg.Metadata(); md != nil {
+			seq = md.Sequence.Stream
+		}
 		id = events.OutcomeIDForSequence(w.cfg.TasksStream, seq)
 	}
 	// d stays nil until the delivery is handed on: the deferred release
@@ -556,7 +555,7 @@ func (w *Worker) finish(d *delivery, ack *jetstream.PubAck, allocs *pool.Pool) {
 		if r := recover(); r != nil {
 			w.log.ErrorContext(ctx, "panic while finishing task", "task_id", d.taskID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			span.SetStatus(codes.Error, "panic")
-			w.nak(ctx, d.msg, d.delivered, d.taskID)
+			w.nak(ctx, d.msg, d.taskID)
 		}
 		if !released {
 			w.release(ctx, span, d.attrs, d.msg, d.slots)
@@ -617,8 +616,8 @@ func (w *Worker) retry(d *delivery, err error) {
 	if d.attrs != nil {
 		d.attrs = append(d.attrs, attribute.String(telemetry.AttrOutcome, telemetry.OutcomeRetry))
 	}
-	w.log.WarnContext(ctx, "transient fault; task will be redelivered", "task_id", d.taskID, "delivery", d.delivered, "error", err)
-	w.nak(ctx, d.msg, d.delivered, d.taskID)
+	w.log.WarnContext(ctx, "transient fault; task will be redelivered", "task_id", d.taskID, "delivery", deliveryCount(d.msg), "error", err)
+	w.nak(ctx, d.msg, d.taskID)
 	if in := w.opt.Instruments; in != nil {
 		in.TaskDone(ctx, telemetry.OutcomeRetry, "")
 	}
@@ -762,8 +761,19 @@ func (w *Worker) publish(ctx context.Context, id string, inc events.Incoming, ou
 	return ack, nil
 }
 
-func (w *Worker) nak(ctx context.Context, msg jetstream.Msg, delivered uint64, taskID string) {
-	if err := msg.NakWithDelay(w.cfg.backoff(int(delivered))); err != nil {
+// deliveryCount is msg's delivery number from its reply subject (1 when
+// it cannot be read). Only naks and their logs need it, so it is parsed
+// then and not for every task.
+func deliveryCount(msg jetstream.Msg) uint64 {
+	if md, _ := msg.Metadata(); md != nil {
+		return md.NumDelivered
+	}
+	return 1
+}
+
+// nak asks for a redelivery after the backoff for this delivery.
+func (w *Worker) nak(ctx context.Context, msg jetstream.Msg, taskID string) {
+	if err := msg.NakWithDelay(w.cfg.backoff(int(deliveryCount(msg)))); err != nil {
 		w.log.WarnContext(ctx, "nak failed; the task will be redelivered after ack_wait", "task_id", taskID, "error", err)
 	}
 }
