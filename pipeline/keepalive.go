@@ -71,7 +71,7 @@ func (k *keepAlives) sweep(now time.Time) {
 
 // run sweeps every ack_wait/4 until stop is closed.
 func (k *keepAlives) run(stop <-chan struct{}) {
-	t := time.NewTicker(k.every / 2)
+	t := time.NewTicker(max(k.every/2, time.Millisecond))
 	defer t.Stop()
 	for {
 		select {

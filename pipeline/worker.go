@@ -349,7 +349,9 @@ func (w *Worker) consumeTasks(ctx, work context.Context, c jetstream.Consumer) e
 	return nil
 }
 
-// delivery is one task whose outcome is published and not yet stored.
+// delivery is one task the worker holds: made while the task is
+// processed, and handed to the completion goroutine once its outcome is
+// published and not yet stored.
 type delivery struct {
 	ctx  context.Context // carries the process span
 	span trace.Span      // rolecall.process
