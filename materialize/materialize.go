@@ -173,11 +173,11 @@ func check(r *resolve.ResolvedAgentSpec) error {
 // SystemMessage prepends the preamble when lion_system is set:
 // preamble + "\n\n" + body. An empty preamble adds nothing.
 func SystemMessage(preamble string, lionSystem bool, body string) string {
-	preamble = strings.TrimSpace(preamble)
-	if !lionSystem || preamble == "" {
+	head := resolve.MessageHead(preamble, lionSystem)
+	if head == "" {
 		return body
 	}
-	return preamble + resolve.BlockSeparator + body
+	return head + resolve.BlockSeparator + body
 }
 
 // Materialize converts a resolved spec into construction inputs. The
@@ -240,13 +240,13 @@ func MaterializeSystemMessageFrom(r *resolve.ResolvedAgentSpec, preamble, compos
 // msg's own tail, as ResolveWithPreamble makes it, comparing it is a
 // pointer check.
 func isSystemMessage(msg, preamble string, lionSystem bool, body string) bool {
-	p := strings.TrimSpace(preamble)
-	if !lionSystem || p == "" {
+	head := resolve.MessageHead(preamble, lionSystem)
+	if head == "" {
 		return msg == body
 	}
-	sep := resolve.BlockSeparator
-	return len(msg) == len(p)+len(sep)+len(body) &&
-		msg[:len(p)] == p && msg[len(p):len(p)+len(sep)] == sep && msg[len(p)+len(sep):] == body
+	n := len(head) + len(resolve.BlockSeparator)
+	return len(msg) == n+len(body) && strings.HasPrefix(msg, head) &&
+		strings.HasPrefix(msg[len(head):], resolve.BlockSeparator) && msg[n:] == body
 }
 
 // cloneStrings copies a slice, keeping nil (absent) apart from empty.

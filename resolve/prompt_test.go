@@ -300,3 +300,24 @@ func TestPromptAllocations(t *testing.T) {
 		t.Errorf("CastsPromptMatches: %v allocations, want 0", n)
 	}
 }
+
+// MessageHead is the rule of DESIGN.md's lion_system preamble: the trimmed
+// preamble when lion_system is on, nothing when it is off or blank.
+func TestMessageHead(t *testing.T) {
+	cases := []struct {
+		preamble string
+		lion     bool
+		want     string
+	}{
+		{"You are part of a fleet.", true, "You are part of a fleet."},
+		{"\n  Padded.\n\n", true, "Padded."},
+		{"You are part of a fleet.", false, ""},
+		{"", true, ""},
+		{" \n\t", true, ""},
+	}
+	for _, c := range cases {
+		if got := resolve.MessageHead(c.preamble, c.lion); got != c.want {
+			t.Errorf("MessageHead(%q, %v) = %q, want %q", c.preamble, c.lion, got, c.want)
+		}
+	}
+}

@@ -17,9 +17,8 @@ func Resolve(ref RoleRef, in Inputs) (ResolvedAgentSpec, error) {
 }
 
 // ResolveWithPreamble is Resolve(ref, in) and, second, the system message
-// a materializer makes of the result with this preamble: when LionSystem
-// is on and the preamble is not blank, strings.TrimSpace(preamble) +
-// BlockSeparator + PromptBody, otherwise PromptBody itself
+// a materializer makes of the result with this preamble: MessageHead +
+// BlockSeparator + PromptBody, or PromptBody itself when the head is empty
 // (materialize.SystemMessage). The message and the prompt body are one
 // allocation, the body its tail, so a caller that needs both — the worker
 // publishes both — pays for the prompt once. The preamble decides nothing
@@ -486,13 +485,19 @@ func (r *resolution) detach() {
 	}
 }
 
-// head is what the system message puts before the prompt body: the
-// trimmed preamble when lion_system is on (decided before the prompt).
-func (r *resolution) head() string {
-	if !r.out.LionSystem {
+// head is what the system message puts before the prompt body
+// (lion_system is decided before the prompt).
+func (r *resolution) head() string { return MessageHead(r.preamble, r.out.LionSystem) }
+
+// MessageHead is what a system message puts before the prompt body and a
+// BlockSeparator: the trimmed preamble when lion_system is on, and nothing
+// (the message is the body) when it is off or the preamble is blank. The
+// materializer's SystemMessage and ResolveWithPreamble both follow it.
+func MessageHead(preamble string, lionSystem bool) string {
+	if !lionSystem {
 		return ""
 	}
-	return strings.TrimSpace(r.preamble)
+	return strings.TrimSpace(preamble)
 }
 
 func contains(list []string, s string) bool {
