@@ -382,7 +382,10 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 	}
 	w.alive.hold(msg, start)
 	span := trace.SpanFromContext(ctx)
-	var procAttrs []attribute.KeyValue
+	// The delivery is made first: the outcome is filled in place and the
+	// process span's attributes gathered in it, whether or not it is
+	// handed on (d stays nil until then, which the deferred release reads).
+	dl := &delivery{msg: msg, slots: slots}
 	// Everything below ends here unless a delivery carries it on to the
 	// completion goroutine.
 	defer func() {
@@ -396,7 +399,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 			d = nil
 		}
 		if d == nil {
-			w.release(ctx, span, procAttrs, msg, slots)
+			w.release(ctx, span, dl.attrs, msg, slots)
 		}
 	}()
 
@@ -424,12 +427,9 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 		// The process span's attributes are gathered here and in finish
 		// and set in one call when it ends (release): each SetAttributes
 		// grows the span's own slice, and a second call doubled it.
-		procAttrs = taskAttrs(make([]attribute.KeyValue, 0, maxProcAttrs), msg.Subject(), &inc)
+		dl.attrs = taskAttrs(make([]attribute.KeyValue, 0, maxProcAttrs), msg.Subject(), &inc)
 	}
 
-	// The delivery is made now and its outcome filled in place: an Outcome
-	// of its own would be a second allocation of the same size.
-	dl := &delivery{msg: msg, slots: slots}
 	out := &dl.out
 	if decodeErr != nil {
 		out.Failure = FailureFrom(&inc.Task.TaskID, resolve.StageDecode, decodeErr)
@@ -438,15 +438,15 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 		dl.obs = stageObserver{w: w, ctx: ctx}
 		*out = Handle(snap, inc.Task, inc.Ref, &dl.obs)
 		if recording {
-			procAttrs = append(procAttrs, attribute.String(telemetry.AttrSnapshotDigest, snap.Digest))
+			dl.attrs = append(dl.attrs, attribute.String(telemetry.AttrSnapshotDigest, snap.Digest))
 		}
 	}
 	if recording {
 		if out.Role != "" {
-			procAttrs = append(procAttrs, attribute.String(telemetry.AttrRole, out.Role))
+			dl.attrs = append(dl.attrs, attribute.String(telemetry.AttrRole, out.Role))
 		}
 		if out.Pack != "" {
-			procAttrs = append(procAttrs, attribute.String(telemetry.AttrPack, out.Pack))
+			dl.attrs = append(dl.attrs, attribute.String(telemetry.AttrPack, out.Pack))
 		}
 	}
 
@@ -462,9 +462,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 		}
 		id = events.OutcomeIDForSequence(w.cfg.TasksStream, seq)
 	}
-	// d stays nil until the delivery is handed on: the deferred release
-	// looks at it.
-	dl.ctx, dl.span, dl.attrs, dl.taskID = ctx, span, procAttrs, inc.Task.TaskID
+	dl.ctx, dl.span, dl.taskID = ctx, span, inc.Task.TaskID
 	var transient error
 	if h := w.opt.Hooks.BeforePublish; h != nil {
 		transient = h(ctx, out)
@@ -501,8 +499,6 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 	}
 	if transient != nil {
 		w.retry(dl, transient)
-		// retry added to the attributes the deferred release sets.
-		procAttrs = dl.attrs
 		return nil
 	}
 	return dl
