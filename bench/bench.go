@@ -18,8 +18,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rolecall/rolecall/discover"
@@ -471,10 +469,7 @@ func (e *env) pipelineLoop(o Options, traced bool) loop {
 		var tp trace.TracerProvider
 		var shutdown func(context.Context) error
 		if traced {
-			p := sdktrace.NewTracerProvider(
-				sdktrace.WithSampler(sdktrace.AlwaysSample()),
-				sdktrace.WithBatcher(tracetest.NewNoopExporter()),
-			)
+			p := tracedProvider()
 			tp, shutdown = p, p.Shutdown
 		}
 		// Metrics are on, as in `worker run`; nothing collects them.

@@ -30,15 +30,22 @@ type SpanFloor struct {
 	ShareOfUntracedTask float64 `json:"share_of_untraced_task"` // CPUMicrosPerTask over the untraced pipeline's CPU per task
 }
 
+// tracedProvider is the tracer provider of the traced runs and of the
+// span floor: always sample, a batch processor, an exporter that discards
+// every span.
+func tracedProvider() *sdktrace.TracerProvider {
+	return sdktrace.NewTracerProvider(
+		sdktrace.WithSampler(sdktrace.AlwaysSample()),
+		sdktrace.WithBatcher(tracetest.NewNoopExporter()),
+	)
+}
+
 // spanFloor makes n tasks' worth of the worker's span tree: rolecall.process
 // (consumer) with the attributes the worker gives it, its four stage
 // children, and rolecall.publish (producer) with its four attributes; then
 // it flushes the provider, so the exporter has seen every span.
 func spanFloor(n int) (SpanFloor, error) {
-	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithSampler(sdktrace.AlwaysSample()),
-		sdktrace.WithBatcher(tracetest.NewNoopExporter()),
-	)
+	tp := tracedProvider()
 	ctx := context.Background()
 	tree := newSpanTree(tp.Tracer(telemetry.ScopeName))
 	// On one P, as on a saturated machine: with a P idle, every span's
