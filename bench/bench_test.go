@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -126,6 +127,7 @@ func TestRunEveryTaskGetsAnOutcome(t *testing.T) {
 		o    Options
 	}{
 		{"preloaded with baseline", Options{Tasks: 200, Concurrency: 2, Baseline: true}},
+		{"warmed up, with baseline", Options{Tasks: 100, Concurrency: 2, Baseline: true, Warmup: 50}},
 		{"binary mode at an offered rate", Options{Tasks: 100, Concurrency: 2, Rate: 2000, Binary: true}},
 		{"traced, failures only", Options{Tasks: 50, Concurrency: 1, Trace: true, Mix: Mix{0, 0, 0, 1}}},
 		{"tracing off and on, two repeats", Options{Tasks: 100, Concurrency: 2, CompareTracing: true, Repeat: 2}},
@@ -133,9 +135,17 @@ func TestRunEveryTaskGetsAnOutcome(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			var prog strings.Builder
+			c.o.Progress = &prog
 			rep, err := Run(context.Background(), c.o)
 			if err != nil {
 				t.Fatal(err)
+			}
+			for _, l := range []string{"pipeline", "baseline"} {
+				line := fmt.Sprintf("%s (warm-up): preloading %d tasks", l, c.o.Warmup)
+				if warmed := strings.Contains(prog.String(), line); warmed != (c.o.Warmup > 0 && (l == "pipeline" || c.o.Baseline)) {
+					t.Errorf("progress has %q: %v; want it only for a loop that is measured, with a warm-up asked for:\n%s", line, warmed, prog.String())
+				}
 			}
 			mix := c.o.Mix
 			if mix.total() == 0 {
@@ -162,6 +172,20 @@ func TestRunEveryTaskGetsAnOutcome(t *testing.T) {
 				if !kept {
 					t.Errorf("sustained rate %v is not a step that kept up: %+v", p.Sustained, p.Steps)
 				}
+			}
+			if rep.WarmupTasks != c.o.Warmup {
+				t.Errorf("report says %d warm-up tasks, want %d", rep.WarmupTasks, c.o.Warmup)
+			}
+			// A warm-up run is not reported as a run.
+			wantRuns := max(c.o.Repeat, 1)
+			if c.o.Baseline {
+				wantRuns *= 2
+			}
+			if c.o.CompareTracing {
+				wantRuns *= 2
+			}
+			if len(rep.Runs) != wantRuns {
+				t.Errorf("%d runs reported, want %d", len(rep.Runs), wantRuns)
 			}
 			loops := []Stats{rep.Pipeline}
 			if c.o.Baseline {

@@ -33,6 +33,7 @@ type benchCmd struct {
 	CompareTracing bool          `help:"Run the pipeline untraced and traced (as --trace) back to back in each repeat and print what tracing costs."`
 	Binary         bool          `help:"Send tasks in binary content mode (ce-* headers) instead of structured."`
 	Repeat         int           `help:"Runs of each loop; the median run is reported." default:"1"`
+	Warmup         int           `help:"Tasks of one unmeasured warm-up run of each loop before the measured runs, at most --tasks (0: none)." default:"20000"`
 	Purge          bool          `help:"With --nats: allow deleting the bench's streams if they exist on the server."`
 	Timeout        time.Duration `help:"Time limit of each run." default:"5m"`
 	JSON           bool          `name:"json" help:"Print the report as JSON."`
@@ -44,14 +45,14 @@ func (c *benchCmd) Run(ctx context.Context, g *globals, kctx *kong.Context) erro
 	if err != nil {
 		return usageErr("--mix: %v", err)
 	}
-	if c.Tasks <= 0 || c.Concurrency <= 0 || c.Repeat <= 0 || c.Rate < 0 || c.PeakFraction < 0 || c.PeakFraction > 1 {
-		return usageErr("--tasks, --concurrency and --repeat must be positive, --rate not negative and --peak-fraction between 0 and 1")
+	if c.Tasks <= 0 || c.Concurrency <= 0 || c.Repeat <= 0 || c.Warmup < 0 || c.Rate < 0 || c.PeakFraction < 0 || c.PeakFraction > 1 {
+		return usageErr("--tasks, --concurrency and --repeat must be positive, --warmup and --rate not negative and --peak-fraction between 0 and 1")
 	}
 	opts := bench.Options{
 		Tasks: c.Tasks, Concurrency: c.Concurrency, Mix: mix,
 		MaxAckPending: c.MaxAckPending, MaxInFlight: c.MaxInFlight, FetchBatch: c.FetchBatch, Baseline: c.Baseline,
 		Rate: c.Rate, PeakFraction: c.PeakFraction, Trace: c.Trace, CompareTracing: c.CompareTracing, Binary: c.Binary, Repeat: c.Repeat,
-		URL: c.NATS, Purge: c.Purge, Timeout: c.Timeout, Progress: g.stderr,
+		Warmup: c.Warmup, URL: c.NATS, Purge: c.Purge, Timeout: c.Timeout, Progress: g.stderr,
 	}
 	if f, ok := g.stderr.(*os.File); ok && telemetry.IsTerminal(f) {
 		opts.ProgressTTY = true
@@ -133,6 +134,9 @@ func printReport(w io.Writer, r *bench.Report) {
 			}
 			fmt.Fprintf(w, "  offered %.0f/s: %.0f/s, p99 %.1f ms, %s\n", st.Rate, st.Throughput, st.P99, verdict)
 		}
+	}
+	if r.WarmupTasks > 0 {
+		fmt.Fprintf(w, "after an unmeasured warm-up run of %d tasks per loop\n", r.WarmupTasks)
 	}
 	if r.Repeat > 1 {
 		by := "throughput"
