@@ -119,7 +119,8 @@ func largeResolved(b testing.TB, extra string) *events.ResolvedData {
 	}
 	p.WriteString(extra)
 	d.PromptBody = p.String()
-	d.SystemMessage = "You are part of rolecall, a fleet of agents.\n\n" + d.PromptBody
+	// The built-in preamble is about 600 bytes.
+	d.SystemMessage = strings.Repeat("You are part of rolecall, a fleet of agents; follow the \"rules\".\n", 9) + "\n" + d.PromptBody
 	return &d
 }
 

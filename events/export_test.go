@@ -51,6 +51,16 @@ func QuotedCached(prompt string) bool {
 
 var PromptHead = promptHead
 
+// ContentsCached reports whether the quoted contents of s itself are in
+// the prompt table (as a system message's preamble is kept).
+func ContentsCached(s string) bool {
+	if len(s) < quotedMinLen {
+		return false
+	}
+	en := quotedTable[quotedHash(s)%quotedSlots].Load()
+	return en != nil && en.s == s
+}
+
 // The original decoder, kept as the fast path's fallback, is the oracle
 // of the differential tests (decode_fast_test.go).
 var (

@@ -68,24 +68,33 @@ func (e *fastEncoder) strCached(b []byte, s string) []byte {
 		return e.str(b, s)
 	}
 	head := promptHead(s)
-	h := quotedHash(head)
-	slot := h % quotedSlots
-	b = append(b, '"')
-	if en := quotedTable[slot].Load(); en != nil && en.s == head {
-		b = append(b, en.q...)
-	} else {
-		start := len(b)
-		var ok bool
-		if b, ok = appendStringBody(b, head); !ok {
-			e.bad = true
-			return b
-		}
-		if quotedSeen[slot].Swap(h) == h {
-			quotedTable[slot].Store(&quotedEntry{s: head, q: bytes.Clone(b[start:])})
-		}
+	b = e.contentsCached(append(b, '"'), head)
+	if e.bad {
+		return b
 	}
 	var ok bool
 	b, ok = appendStringBody(b, s[len(head):])
 	e.bad = e.bad || !ok
 	return append(b, '"')
+}
+
+// contentsCached appends the quoted contents of s (without the quotes),
+// taken from the table when s is there; s is between quotedMinLen and
+// quotedMaxLen long. Invalid UTF-8 sets e.bad.
+func (e *fastEncoder) contentsCached(b []byte, s string) []byte {
+	h := quotedHash(s)
+	slot := h % quotedSlots
+	if en := quotedTable[slot].Load(); en != nil && en.s == s {
+		return append(b, en.q...)
+	}
+	start := len(b)
+	b, ok := appendStringBody(b, s)
+	if !ok {
+		e.bad = true
+		return b
+	}
+	if quotedSeen[slot].Swap(h) == h {
+		quotedTable[slot].Store(&quotedEntry{s: s, q: bytes.Clone(b[start:])})
+	}
+	return b
 }

@@ -75,6 +75,55 @@ func TestQuotedPromptTable(t *testing.T) {
 	}
 }
 
+// TestQuotedPreamble: the part of a system message before its prompt body
+// (a preamble and a blank line, the same in every outcome) is kept in the
+// table once seen twice, when it is long enough; what is kept is used only
+// for an equal preamble, and invalid UTF-8 is neither kept nor encoded by
+// the fast path.
+func TestQuotedPreamble(t *testing.T) {
+	meta := testMeta("T-42")
+	prompt := longPrompt(3000) + "\n\nFix ticket T-1."
+	with := func(preamble string) *events.ResolvedData {
+		d := resolvedWithPrompt(t, prompt)
+		d.SystemMessage = preamble + d.PromptBody
+		return d
+	}
+	long := strings.Repeat("You are part of rolecall. \"Quote\" <tag> & \u2028 ✓\n", 12) + "\n\n"
+	if len(long) < 256 {
+		t.Fatalf("preamble of %d bytes is too short for the table", len(long))
+	}
+	for range 3 {
+		checkSame(t, resolvedEncoders, "", meta, with(long), false)
+	}
+	if !events.ContentsCached(long) {
+		t.Fatal("a preamble encoded three times is not in the table")
+	}
+	// Same length and samples, a byte changed between them: never given
+	// the kept bytes.
+	b := []byte(long)
+	b[100] ^= 1
+	for range 3 {
+		checkSame(t, resolvedEncoders, "", meta, with(string(b)), false)
+		checkSame(t, resolvedEncoders, "", meta, with(long), false)
+	}
+	b[100] = 0xff
+	for range 3 {
+		if err := checkSame(t, resolvedEncoders, "", meta, with(string(b)), false); err == nil {
+			t.Fatal("an invalid preamble was encoded")
+		}
+	}
+	if events.ContentsCached(string(b)) {
+		t.Error("an invalid preamble was kept")
+	}
+	// Too short for the table: quoted each time.
+	for range 3 {
+		checkSame(t, resolvedEncoders, "", meta, with("short preamble\n\n"), false)
+	}
+	if events.ContentsCached("short preamble\n\n") {
+		t.Error("a preamble under the minimum length was kept")
+	}
+}
+
 // TestQuotedPromptTableConcurrent: encoders share the table (run with
 // -race); every body equals the one a lone encoder writes.
 func TestQuotedPromptTableConcurrent(t *testing.T) {

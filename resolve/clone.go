@@ -1,5 +1,7 @@
 package resolve
 
+import "maps"
+
 // clone copies a slice, preserving nil (absent) versus empty.
 func clone[T any](s []T) []T {
 	if s == nil {
@@ -128,8 +130,11 @@ func (a *strArena) rules(m map[string][]string) map[string][]string {
 	if m == nil {
 		return nil
 	}
-	out := make(map[string][]string, len(m))
-	for k, v := range m {
+	// Cloning copies the table as it is, cheaper than rebuilding it by
+	// insertion; the values are then replaced by their arena copies
+	// (assigning to a key already present does not grow the map).
+	out := maps.Clone(m)
+	for k, v := range out {
 		out[k] = a.copy(v)
 	}
 	return out
