@@ -44,7 +44,32 @@ type Instruments struct {
 	// The option slices are stored whole so the variadic call does not
 	// allocate one either.
 	taskAttrs  sync.Map // taskKey -> []metric.AddOption
-	stageAttrs sync.Map // string -> []metric.RecordOption
+	stageAttrs sync.Map // string -> []metric.RecordOption, other stages
+	// knownStages holds the options of the five stages, made up front:
+	// a task records five durations, and finding them by a string switch
+	// is cheaper than a sync.Map lookup.
+	knownStages [5][]metric.RecordOption
+}
+
+func stageOption(stage string) []metric.RecordOption {
+	return []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String(MetricAttrStage, stage)))}
+}
+
+// knownStage is stage's index in knownStages, or -1.
+func knownStage(stage string) int {
+	switch stage {
+	case StageDecode:
+		return 0
+	case StageDiscover:
+		return 1
+	case StageResolve:
+		return 2
+	case StageMaterialize:
+		return 3
+	case StagePublish:
+		return 4
+	}
+	return -1
 }
 
 type taskKey struct{ outcome, code string }
@@ -53,6 +78,9 @@ type taskKey struct{ outcome, code string }
 func NewInstruments(mp metric.MeterProvider) (*Instruments, error) {
 	m := mp.Meter(ScopeName)
 	i := &Instruments{meter: m}
+	for _, st := range []string{StageDecode, StageDiscover, StageResolve, StageMaterialize, StagePublish} {
+		i.knownStages[knownStage(st)] = stageOption(st)
+	}
 	var err error
 	if i.Tasks, err = m.Int64Counter(MetricTasks,
 		metric.WithDescription("Tasks finished, by outcome (resolved, failed, retry) and failure code."),
@@ -95,10 +123,13 @@ func (i *Instruments) TaskDone(ctx context.Context, outcome, code string) {
 
 // StageDone records how long one stage took.
 func (i *Instruments) StageDone(ctx context.Context, stage string, d time.Duration) {
+	if k := knownStage(stage); k >= 0 {
+		i.StageDuration.Record(ctx, d.Seconds(), i.knownStages[k]...)
+		return
+	}
 	opt, ok := i.stageAttrs.Load(stage)
 	if !ok {
-		opt, _ = i.stageAttrs.LoadOrStore(stage,
-			[]metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String(MetricAttrStage, stage)))})
+		opt, _ = i.stageAttrs.LoadOrStore(stage, stageOption(stage))
 	}
 	i.StageDuration.Record(ctx, d.Seconds(), opt.([]metric.RecordOption)...)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -49,6 +50,11 @@ func TestInstruments(t *testing.T) {
 	ins.TaskDone(ctx, telemetry.OutcomeFailed, "mode_disallowed")
 	ins.StageDone(ctx, telemetry.StageResolve, 3*time.Millisecond)
 	ins.StageDone(ctx, telemetry.StagePublish, 80*time.Microsecond)
+	ins.StageDone(ctx, telemetry.StageDecode, 10*time.Microsecond)
+	ins.StageDone(ctx, telemetry.StageDiscover, 2*time.Microsecond)
+	ins.StageDone(ctx, telemetry.StageMaterialize, 500*time.Microsecond)
+	ins.StageDone(ctx, "allocate", time.Second) // not one of the five
+	ins.StageDone(ctx, telemetry.StageResolve, time.Millisecond)
 	ins.Inflight.Add(ctx, 2)
 	ins.Inflight.Add(ctx, -1)
 	if _, err := ins.ObservePending(func(context.Context) (int64, bool) { return 7, true }); err != nil {
@@ -105,7 +111,8 @@ func TestInstruments(t *testing.T) {
 		st, _ := dp.Attributes.Value(attribute.Key(telemetry.MetricAttrStage))
 		stages[st.AsString()] = dp.Sum
 	}
-	if diff := cmp.Diff(map[string]float64{"resolve": 0.003, "publish": 0.00008}, stages); diff != "" {
+	want := map[string]float64{"resolve": 0.004, "publish": 0.00008, "decode": 0.00001, "discover": 0.000002, "materialize": 0.0005, "allocate": 1}
+	if diff := cmp.Diff(want, stages, cmpopts.EquateApprox(0, 1e-12)); diff != "" {
 		t.Errorf("stage sums in seconds (-want +got):\n%s", diff)
 	}
 
