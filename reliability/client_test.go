@@ -444,6 +444,22 @@ func (l *publishLog) counts() (total, repeatedIDs int) {
 
 // consumerDeliveries is the tasks consumer's delivery count: its consumer
 // sequence grows by one per delivery, redeliveries included.
+// consumerState describes the shared consumer for a failure message.
+func (c *client) consumerState() string {
+	ctx, cancel := ctxT(5 * time.Second)
+	defer cancel()
+	cons, err := c.js.Consumer(ctx, defaults.TasksStream, defaults.Consumer)
+	if err != nil {
+		return err.Error()
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("pending %d, ack pending %d, waiting pulls %d, redelivered %d, delivered %d",
+		info.NumPending, info.NumAckPending, info.NumWaiting, info.NumRedelivered, info.Delivered.Consumer)
+}
+
 func (c *client) consumerDeliveries() uint64 {
 	c.t.Helper()
 	ctx, cancel := ctxT(5 * time.Second)

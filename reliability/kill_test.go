@@ -133,10 +133,28 @@ func TestKill9NATSServerUnderLoad(t *testing.T) {
 		time.Sleep(down)
 		srv.restart()
 		restarted := time.Now()
-		for base := c.specsCount(); c.specsCount() <= base; {
+		// Bounded, so that a stall fails with the workers' logs instead of
+		// running into the test binary's timeout.
+		// (Should the last outcomes have been stored just before the kill,
+		// none is left to come: that counts as flowing.)
+		for base, deadline := c.specsCount(), restarted.Add(60*time.Second); base < tasks && c.specsCount() <= base; {
+			if time.Now().After(deadline) {
+				t.Fatalf("no outcome in the 60 s after restart #%d (%d/%d outcomes); consumer: %s", i+1, base, tasks, c.consumerState())
+			}
 			time.Sleep(5 * time.Millisecond)
 		}
 		t.Logf("restarted; outcomes flowing again %s later", time.Since(restarted).Round(time.Millisecond))
+		// Outcomes may flow from one worker while the other still waits
+		// out its reconnect delay: the next kill must find both
+		// reconnected, or it is not the second kill one of them survives.
+		for _, w := range []*worker{a, b} {
+			for deadline := time.Now().Add(30 * time.Second); strings.Count(w.stderr.String(), "nats reconnected") < i+1; {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s has not reconnected 30 s after restart #%d", w.name, i+1)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
 	}
 	c.waitSpecs(tasks, 90*time.Second)
 	elapsed := time.Since(start)
