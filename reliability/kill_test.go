@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rolecall/rolecall/pipeline"
 )
 
 // workerLoadArgs keep redelivery quick: a killed worker's unacknowledged
@@ -97,14 +99,16 @@ func TestKill9WorkerUnderLoad(t *testing.T) {
 }
 
 // TestKill9NATSServerUnderLoad: the separately run nats-server is killed
-// with SIGKILL twice while two workers process 5,000 tasks, and started
+// with SIGKILL twice while two workers process 10,000 tasks, and started
 // again on the same store. The workers reconnect by themselves (nobody
 // restarts them) and every task ends with exactly one outcome.
 func TestKill9NATSServerUnderLoad(t *testing.T) {
 	if testing.Short() {
-		t.Skip("5,000 tasks and two server kills; pipeline.TestTwoWorkersManyTasks is the in-process counterpart")
+		t.Skip("10,000 tasks and two server kills; pipeline.TestTwoWorkersManyTasks is the in-process counterpart")
 	}
-	const tasks = 5000
+	// 10,000 tasks: with 5,000, the first worker sometimes answered a
+	// quarter of them while the second was starting.
+	const tasks = 10000
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0xdead))
@@ -112,14 +116,25 @@ func TestKill9NATSServerUnderLoad(t *testing.T) {
 	srv := startNATS(t, "")
 	root := openDir(t)
 	c := connect(t, srv.url())
+	// The tasks are stored before the workers start, so that the kills
+	// land at the intended points: submitted while two workers consumed
+	// them, all 5,000 of the test's tasks then were sometimes answered before the client had read
+	// the count once (on a loaded CI machine).
+	cfg := pipeline.DefaultConfig()
+	cfg.AckWait, cfg.Concurrency = 2*time.Second, 2
+	ctx, cancel := ctxT(10 * time.Second)
+	defer cancel()
+	if _, err := pipeline.Ensure(ctx, c.js, cfg); err != nil {
+		t.Fatalf("ensure streams: %v", err)
+	}
+	pubs := c.watchPublishes()
+	ids := c.submitMany("s", tasks, loadTask)
 	args := []string{"--ack-wait", "2s", "--concurrency", "2", "--log-level", "info"}
 	a := startWorker(t, srv.url(), root, workerOpts{name: "worker-a", args: args})
 	b := startWorker(t, srv.url(), root, workerOpts{name: "worker-b", args: args})
-	pubs := c.watchPublishes()
-	ids := c.submitMany("s", tasks, loadTask)
 	start := time.Now()
 
-	for i, at := range []int{500 + rng.IntN(1000), 2000 + rng.IntN(1500)} {
+	for i, at := range []int{1500 + rng.IntN(1500), 4500 + rng.IntN(2500)} {
 		for c.specsCount() < at {
 			time.Sleep(5 * time.Millisecond)
 		}
