@@ -235,27 +235,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		loops := []loop{env.pipelineLoop(o, o.Trace && !o.CompareTracing)}
-		if o.CompareTracing {
-			// Alternated like the baseline below.
-			if r%2 == 0 {
-				loops = append(loops, env.pipelineLoop(o, true))
-			} else {
-				loops = append([]loop{env.pipelineLoop(o, true)}, loops...)
-			}
-		}
-		if o.Baseline {
-			tmpl, err := outcomeTemplates(env.src.Snapshot(), tasks, baselineConfig(o).Prefix)
-			if err != nil {
-				return nil, err
-			}
-			// Alternate the order, so that a drift in the machine's load
-			// does not always favour the same loop.
-			if r%2 == 0 {
-				loops = append([]loop{baselineLoop(o, tmpl)}, loops...)
-			} else {
-				loops = append(loops, baselineLoop(o, tmpl))
-			}
+		loops, err := env.loops(o, tasks, r)
+		if err != nil {
+			return nil, err
 		}
 		for _, l := range loops {
 			st, err := env.run(ctx, o, r, l, tasks)
@@ -319,16 +301,9 @@ func (e *env) warmUp(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	loops := []loop{e.pipelineLoop(o, o.Trace && !o.CompareTracing)}
-	if o.CompareTracing {
-		loops = append(loops, e.pipelineLoop(o, true))
-	}
-	if o.Baseline {
-		tmpl, err := outcomeTemplates(e.src.Snapshot(), tasks, baselineConfig(o).Prefix)
-		if err != nil {
-			return err
-		}
-		loops = append(loops, baselineLoop(o, tmpl))
+	loops, err := e.loops(o, tasks, 0)
+	if err != nil {
+		return err
 	}
 	for _, l := range loops {
 		if _, err := e.run(ctx, w, warmUpRun, l, tasks); err != nil {
@@ -336,6 +311,35 @@ func (e *env) warmUp(ctx context.Context, o Options) error {
 		}
 	}
 	return nil
+}
+
+// loops are the loops repeat r runs over tasks, in the order they run:
+// the pipeline, untraced or traced as o asks, then with CompareTracing the
+// traced pipeline, and with Baseline the bare loop (answering with the
+// pipeline's outcomes for these tasks' kinds). Each pair alternates which
+// loop goes first from one repeat to the next, so that a drift in the
+// machine's load does not always favour the same one.
+func (e *env) loops(o Options, tasks []task, r int) ([]loop, error) {
+	loops := []loop{e.pipelineLoop(o, o.Trace && !o.CompareTracing)}
+	if o.CompareTracing {
+		if r%2 == 0 {
+			loops = append(loops, e.pipelineLoop(o, true))
+		} else {
+			loops = append([]loop{e.pipelineLoop(o, true)}, loops...)
+		}
+	}
+	if o.Baseline {
+		tmpl, err := outcomeTemplates(e.src.Snapshot(), tasks, baselineConfig(o).Prefix)
+		if err != nil {
+			return nil, err
+		}
+		if r%2 == 0 {
+			loops = append([]loop{baselineLoop(o, tmpl)}, loops...)
+		} else {
+			loops = append(loops, baselineLoop(o, tmpl))
+		}
+	}
+	return loops, nil
 }
 
 // warmUpRun is the repeat index run is given for a warm-up run.
