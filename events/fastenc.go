@@ -442,18 +442,11 @@ func (e *fastEncoder) resolved(b []byte, d *ResolvedData) []byte {
 	// A string's quoted form is the concatenation of its parts' when each
 	// part is valid UTF-8 (escaping is per rune); a valid body cannot
 	// begin with a continuation byte, so the split is at a rune boundary.
-	// If anything was invalid, e.bad is already set.
-	// The part before the body is the preamble, the same for every
-	// outcome: its quoted form comes from the table too.
+	// If anything was invalid, e.bad is already set. The part before the
+	// body is the preamble, the same in every outcome, so its quoted form
+	// comes from the table too.
 	if msg := d.SystemMessage; len(s.PromptBody) >= 64 && strings.HasSuffix(msg, s.PromptBody) {
-		b = append(b, '"')
-		if head := msg[:len(msg)-len(s.PromptBody)]; len(head) >= quotedMinLen && len(head) <= quotedMaxLen {
-			b = e.contentsCached(b, head)
-		} else {
-			var ok bool
-			b, ok = appendStringBody(b, head)
-			e.bad = e.bad || !ok
-		}
+		b = e.contentsCached(append(b, '"'), msg[:len(msg)-len(s.PromptBody)])
 		b = append(b, b[bodyStart+1:bodyEnd]...)
 	} else {
 		b = e.str(b, msg)

@@ -79,9 +79,15 @@ func (e *fastEncoder) strCached(b []byte, s string) []byte {
 }
 
 // contentsCached appends the quoted contents of s (without the quotes),
-// taken from the table when s is there; s is between quotedMinLen and
-// quotedMaxLen long. Invalid UTF-8 sets e.bad.
+// taken from the table when s is there; a string shorter than
+// quotedMinLen or longer than quotedMaxLen is quoted and never kept.
+// Invalid UTF-8 sets e.bad.
 func (e *fastEncoder) contentsCached(b []byte, s string) []byte {
+	if len(s) < quotedMinLen || len(s) > quotedMaxLen {
+		b, ok := appendStringBody(b, s)
+		e.bad = e.bad || !ok
+		return b
+	}
 	h := quotedHash(s)
 	slot := h % quotedSlots
 	if en := quotedTable[slot].Load(); en != nil && en.s == s {
