@@ -384,8 +384,9 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 	span := trace.SpanFromContext(ctx)
 	// The delivery is made first: the outcome is filled in place and the
 	// process span's attributes gathered in it, whether or not it is
-	// handed on (d stays nil until then, which the deferred release reads).
-	dl := &delivery{msg: msg, slots: slots}
+	// handed on (d stays nil until then, which the deferred release reads);
+	// its ctx and span follow the locals once the process span starts.
+	dl := &delivery{ctx: ctx, span: span, msg: msg, slots: slots}
 	// Everything below ends here unless a delivery carries it on to the
 	// completion goroutine.
 	defer func() {
@@ -399,7 +400,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 			d = nil
 		}
 		if d == nil {
-			w.release(ctx, span, dl.attrs, msg, slots)
+			w.release(dl)
 		}
 	}()
 
@@ -423,6 +424,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 		// span stays the context's span, which End and SetStatus ignore.
 		w.stageEnd(ctx, nil, resolve.StageDecode, decodeEnd.Sub(decodeStart), decodeErr)
 	}
+	dl.ctx, dl.span = ctx, span
 	if recording {
 		// The process span's attributes are gathered here and in finish
 		// and set in one call when it ends (release): each SetAttributes
@@ -462,7 +464,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 		}
 		id = events.OutcomeIDForSequence(w.cfg.TasksStream, seq)
 	}
-	dl.ctx, dl.span, dl.taskID = ctx, span, inc.Task.TaskID
+	dl.taskID = inc.Task.TaskID
 	var transient error
 	if h := w.opt.Hooks.BeforePublish; h != nil {
 		transient = h(ctx, out)
@@ -556,7 +558,7 @@ func (w *Worker) finish(d *delivery, ack *jetstream.PubAck, allocs *pool.Pool) {
 			w.nak(ctx, d.msg, d.taskID)
 		}
 		if !released {
-			w.release(ctx, span, d.attrs, d.msg, d.slots)
+			w.release(d)
 		}
 	}()
 	if h := w.opt.Hooks.AfterPublish; h != nil {
@@ -594,12 +596,12 @@ func (w *Worker) finish(d *delivery, ack *jetstream.PubAck, allocs *pool.Pool) {
 	if out.Resolved != nil && w.opt.Allocator != nil {
 		// The task is done (acked, counted); the span still covers the
 		// allocation, so it ends with it.
+		// The delivery is the allocation's alone from here.
 		released = true
-		spec, taskID, attrs, msg, slots := out.Resolved, d.taskID, d.attrs, d.msg, d.slots
 		allocs.Go(func() {
-			defer w.release(ctx, span, attrs, msg, slots)
-			if err := w.opt.Allocator.Allocate(ctx, spec); err != nil {
-				w.log.ErrorContext(ctx, "allocator failed after resolution was published", "task_id", taskID, "error", err)
+			defer w.release(d)
+			if err := w.opt.Allocator.Allocate(ctx, out.Resolved); err != nil {
+				w.log.ErrorContext(ctx, "allocator failed after resolution was published", "task_id", d.taskID, "error", err)
 			}
 		})
 	}
@@ -622,23 +624,23 @@ func (w *Worker) retry(d *delivery, err error) {
 	if d.future != nil {
 		// process has handed the delivery over, so its deferred release
 		// will not run: this is the end of the task.
-		w.release(ctx, span, d.attrs, d.msg, d.slots)
+		w.release(d)
 	}
 }
 
 // release ends what every delivery holds: its process span (setting the
 // attributes gathered for it), its keep-alive, its place in the in-flight
 // gauge and its slot.
-func (w *Worker) release(ctx context.Context, span trace.Span, attrs []attribute.KeyValue, msg jetstream.Msg, slots chan struct{}) {
-	w.alive.drop(msg)
-	if len(attrs) > 0 {
-		span.SetAttributes(attrs...)
+func (w *Worker) release(d *delivery) {
+	w.alive.drop(d.msg)
+	if len(d.attrs) > 0 {
+		d.span.SetAttributes(d.attrs...)
 	}
-	span.End()
+	d.span.End()
 	if in := w.opt.Instruments; in != nil {
-		in.Inflight.Add(ctx, -1)
+		in.Inflight.Add(d.ctx, -1)
 	}
-	<-slots
+	<-d.slots
 }
 
 // encode builds the outcome message and starts its publish span; the
