@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,12 +13,12 @@ import (
 // any other method would panic: keepAlives must call only InProgress.
 type progressMsg struct {
 	jetstream.Msg
-	calls int
+	calls atomic.Int32 // the sweeper calls from its own goroutine
 	fail  bool
 }
 
 func (m *progressMsg) InProgress() error {
-	m.calls++
+	m.calls.Add(1)
 	if m.fail {
 		return errors.New("no connection")
 	}
@@ -37,7 +38,7 @@ func TestKeepAlivesSweep(t *testing.T) {
 		name    string
 		at      time.Duration
 		drop    []jetstream.Msg // finished before the sweep
-		a, b, c int             // InProgress calls so far
+		a, b, c int32           // InProgress calls so far
 	}{
 		{"nobody is silent for ack_wait/2 yet", 14 * time.Second, nil, 0, 0, 0},
 		{"a and c reach ack_wait/2", 15 * time.Second, nil, 1, 0, 1},
@@ -51,8 +52,8 @@ func TestKeepAlivesSweep(t *testing.T) {
 			k.drop(m)
 		}
 		k.sweep(t0.Add(s.at))
-		if a.calls != s.a || b.calls != s.b || c.calls != s.c {
-			t.Errorf("%s (at %s): InProgress calls a=%d b=%d c=%d, want %d %d %d", s.name, s.at, a.calls, b.calls, c.calls, s.a, s.b, s.c)
+		if a.calls.Load() != s.a || b.calls.Load() != s.b || c.calls.Load() != s.c {
+			t.Errorf("%s (at %s): InProgress calls a=%d b=%d c=%d, want %d %d %d", s.name, s.at, a.calls.Load(), b.calls.Load(), c.calls.Load(), s.a, s.b, s.c)
 		}
 	}
 	if len(k.held) != 0 {
@@ -72,9 +73,7 @@ func TestKeepAlivesRun(t *testing.T) {
 	go func() { k.run(stop); close(done) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		k.mu.Lock()
-		n := m.calls
-		k.mu.Unlock()
+		n := m.calls.Load()
 		if n >= 2 {
 			break
 		}
