@@ -110,7 +110,7 @@ func oracleFailureFrom(taskID *string, stage resolve.Stage, err error) *events.F
 	return f
 }
 
-func testSnapshot(t *testing.T) *discover.Snapshot {
+func testSnapshot(t testing.TB) *discover.Snapshot {
 	t.Helper()
 	dir := t.TempDir()
 	if err := writeRoot(dir); err != nil {

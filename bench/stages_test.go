@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"log/slog"
 	"testing"
 	"time"
 
@@ -12,24 +11,10 @@ import (
 	"github.com/rolecall/rolecall/resolve"
 )
 
-// benchSnapshot loads the generated config root.
-func benchSnapshot(b *testing.B) *discover.Snapshot {
-	b.Helper()
-	dir := b.TempDir()
-	if err := writeRoot(dir); err != nil {
-		b.Fatal(err)
-	}
-	src, err := discover.NewSource(dir, discover.Options{ReloadInterval: time.Hour}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		b.Fatal(err)
-	}
-	return src.Snapshot()
-}
-
 // BenchmarkStages is the per-task CPU of each stage on the bench's own
 // workload (the default mix), outside the broker: where a task's time goes.
 func BenchmarkStages(b *testing.B) {
-	snap := benchSnapshot(b)
+	snap := testSnapshot(b)
 	tasks, err := buildTasks(100, DefaultMix, false, "stages")
 	if err != nil {
 		b.Fatal(err)
