@@ -444,15 +444,20 @@ func (l *publishLog) counts() (total, repeatedIDs int) {
 
 // consumerDeliveries is the tasks consumer's delivery count: its consumer
 // sequence grows by one per delivery, redeliveries included.
-// consumerState describes the shared consumer for a failure message.
-func (c *client) consumerState() string {
+// consumerInfo is the shared consumer's info.
+func (c *client) consumerInfo() (*jetstream.ConsumerInfo, error) {
 	ctx, cancel := ctxT(5 * time.Second)
 	defer cancel()
 	cons, err := c.js.Consumer(ctx, defaults.TasksStream, defaults.Consumer)
 	if err != nil {
-		return err.Error()
+		return nil, err
 	}
-	info, err := cons.Info(ctx)
+	return cons.Info(ctx)
+}
+
+// consumerState describes the shared consumer for a failure message.
+func (c *client) consumerState() string {
+	info, err := c.consumerInfo()
 	if err != nil {
 		return err.Error()
 	}
@@ -462,13 +467,7 @@ func (c *client) consumerState() string {
 
 func (c *client) consumerDeliveries() uint64 {
 	c.t.Helper()
-	ctx, cancel := ctxT(5 * time.Second)
-	defer cancel()
-	cons, err := c.js.Consumer(ctx, defaults.TasksStream, defaults.Consumer)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	info, err := cons.Info(ctx)
+	info, err := c.consumerInfo()
 	if err != nil {
 		c.t.Fatal(err)
 	}
