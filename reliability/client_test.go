@@ -183,7 +183,7 @@ func (c *client) waitSpecs(n int, within time.Duration) {
 			return
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("ROLECALL_SPECS has %d outcomes after %s, want %d", got, within, n)
+			c.t.Fatalf("ROLECALL_SPECS has %d outcomes after %s, want %d; consumer: %s", got, within, n, c.consumerState())
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
