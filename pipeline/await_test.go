@@ -71,8 +71,11 @@ func TestAwaitPubAckDeadline(t *testing.T) {
 			slots := make(chan struct{}, 1)
 			slots <- struct{}{}
 			_, span := noop.NewTracerProvider().Tracer("").Start(context.Background(), "")
+			// pubStart is taken before the future's timer starts, so a
+			// PubAck after d cannot come sooner than d after pubStart.
+			pubStart := time.Now()
 			d := &delivery{ctx: context.Background(), span: span, msg: msg, slots: slots,
-				future: newFuture(c.pubAck), pubStart: time.Now()}
+				future: newFuture(c.pubAck), pubStart: pubStart}
 			d.out.Resolved = &events.ResolvedData{}
 			w.alive.hold(msg, d.pubStart)
 			w.await(d, tick, pool.New())
