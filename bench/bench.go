@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -79,9 +80,14 @@ type Options struct {
 	// Purge allows the bench to delete streams it finds on a server given
 	// by URL (it always deletes its own on an embedded server).
 	Purge bool
-	// CPUProfile, when set, receives a pprof CPU profile of the pipeline
-	// runs (only the measured window: not preloading, not the baseline).
-	CPUProfile io.Writer
+	// CPUProfile, when set, gives the writer for each measured run's pprof
+	// CPU profile (loop is the run's loop name, repeat counts from 1). A
+	// profile covers the measured window alone: not the warm-up, the
+	// preloading or the check of the outcomes. Each run gets its own
+	// profile because pprof reads one profile per file (it merges
+	// several files, not concatenated profiles); the writer is closed
+	// when the run ends.
+	CPUProfile func(loop string, repeat int) (io.WriteCloser, error)
 	// Timeout bounds each run (default 5 minutes).
 	Timeout time.Duration
 	// Progress receives a progress line while a run is going (nil: none);
@@ -599,6 +605,7 @@ func (e *env) run(ctx context.Context, o Options, repeat int, l loop, tasks []ta
 	defer cancel()
 	cfg := l.cfg
 	st := Stats{Loop: l.name, Tasks: len(tasks), Load1: load1()}
+	profileDone := func() error { return nil }
 	if err := e.prepare(ctx, cfg); err != nil {
 		return st, err
 	}
@@ -627,10 +634,15 @@ func (e *env) run(ctx context.Context, o Options, repeat int, l loop, tasks []ta
 
 	runtime.GC()
 	resetPeakRSS()
-	if o.CPUProfile != nil && l.name == "pipeline" {
-		if err := pprof.StartCPUProfile(o.CPUProfile); err == nil {
-			defer pprof.StopCPUProfile()
+	if o.CPUProfile != nil && repeat != warmUpRun {
+		stopProfile, err := startProfile(o.CPUProfile, l.name, repeat+1)
+		if err != nil {
+			return st, err
 		}
+		// stopProfile is idempotent: called when the window ends, and
+		// here for an early return.
+		defer func() { _ = stopProfile() }()
+		profileDone = stopProfile
 	}
 	u0 := readUsage()
 	stop, err := l.start(e.workerJS)
@@ -666,6 +678,9 @@ func (e *env) run(ctx context.Context, o Options, repeat int, l loop, tasks []ta
 		}
 	}
 	u1 := readUsage()
+	if err := profileDone(); err != nil {
+		return st, err
+	}
 	st.PeakRSSBytes = peakRSS()
 	stopped = true
 	if err := stop(); err != nil {
@@ -919,4 +934,24 @@ func atoiOr(s string, def int) int {
 		n = n*10 + int(c-'0')
 	}
 	return n
+}
+
+// startProfile starts a CPU profile into the writer open gives for this
+// run; the returned function stops it and closes the writer, once.
+func startProfile(open func(string, int) (io.WriteCloser, error), loop string, repeat int) (func() error, error) {
+	f, err := open(loop, repeat)
+	if err != nil {
+		return nil, fmt.Errorf("bench: cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("bench: cpu profile: %w", err)
+	}
+	return sync.OnceValue(func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("bench: cpu profile: %w", err)
+		}
+		return nil
+	}), nil
 }

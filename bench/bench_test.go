@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -127,7 +130,7 @@ func TestRunEveryTaskGetsAnOutcome(t *testing.T) {
 		o    Options
 	}{
 		{"preloaded with baseline", Options{Tasks: 200, Concurrency: 2, Baseline: true}},
-		{"warmed up, with baseline", Options{Tasks: 100, Concurrency: 2, Baseline: true, Warmup: 50}},
+		{"warmed up, with baseline, profiled", Options{Tasks: 100, Concurrency: 2, Baseline: true, Warmup: 50}},
 		{"binary mode at an offered rate", Options{Tasks: 100, Concurrency: 2, Rate: 2000, Binary: true}},
 		{"traced, failures only", Options{Tasks: 50, Concurrency: 1, Trace: true, Mix: Mix{0, 0, 0, 1}}},
 		{"tracing off and on, two repeats", Options{Tasks: 100, Concurrency: 2, CompareTracing: true, Repeat: 2}},
@@ -137,9 +140,29 @@ func TestRunEveryTaskGetsAnOutcome(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var prog strings.Builder
 			c.o.Progress = &prog
+			var profiles map[string]*profileBuffer
+			if strings.HasSuffix(c.name, "profiled") {
+				profiles = map[string]*profileBuffer{}
+				c.o.CPUProfile = func(loop string, repeat int) (io.WriteCloser, error) {
+					b := &profileBuffer{}
+					profiles[fmt.Sprintf("%s.%d", loop, repeat)] = b
+					return b, nil
+				}
+			}
 			rep, err := Run(context.Background(), c.o)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if profiles != nil {
+				// One profile per measured run, none for the warm-up runs.
+				if got, want := slices.Sorted(maps.Keys(profiles)), []string{"baseline.1", "pipeline.1"}; !slices.Equal(got, want) {
+					t.Errorf("profiles written for %v, want %v", got, want)
+				}
+				for name, b := range profiles {
+					if !b.closed || !bytes.HasPrefix(b.Bytes(), []byte{0x1f, 0x8b}) {
+						t.Errorf("profile %s: closed %v, %d bytes: want a closed gzip'd pprof profile", name, b.closed, b.Len())
+					}
+				}
 			}
 			for _, l := range []string{"pipeline", "baseline"} {
 				line := fmt.Sprintf("%s (warm-up): preloading %d tasks", l, c.o.Warmup)
@@ -233,6 +256,17 @@ func TestRunEveryTaskGetsAnOutcome(t *testing.T) {
 			}
 		})
 	}
+}
+
+// profileBuffer is a CPU profile's writer in memory.
+type profileBuffer struct {
+	bytes.Buffer
+	closed bool
+}
+
+func (b *profileBuffer) Close() error {
+	b.closed = true
+	return nil
 }
 
 // TestRunRefusesForeignStreams: on a server it did not start, the bench

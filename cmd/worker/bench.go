@@ -37,7 +37,7 @@ type benchCmd struct {
 	Purge          bool          `help:"With --nats: allow deleting the bench's streams if they exist on the server."`
 	Timeout        time.Duration `help:"Time limit of each run." default:"5m"`
 	JSON           bool          `name:"json" help:"Print the report as JSON."`
-	CPUProfile     string        `name:"cpuprofile" help:"Write a CPU profile of the pipeline runs to FILE." type:"path" placeholder:"FILE"`
+	CPUProfile     string        `name:"cpuprofile" help:"Write a CPU profile of each measured run to PREFIX.<loop>.<repeat> (go tool pprof merges several files)." type:"path" placeholder:"PREFIX"`
 }
 
 func (c *benchCmd) Run(ctx context.Context, g *globals, kctx *kong.Context) error {
@@ -67,13 +67,10 @@ func (c *benchCmd) Run(ctx context.Context, g *globals, kctx *kong.Context) erro
 		log := slog.New(slog.DiscardHandler)
 		opts.Connect = func(_, name string) (*nats.Conn, error) { return nf.connect(name, log) }
 	}
-	if c.CPUProfile != "" {
-		f, err := os.Create(c.CPUProfile)
-		if err != nil {
-			return usageErr("--cpuprofile: %v", err)
+	if prefix := c.CPUProfile; prefix != "" {
+		opts.CPUProfile = func(loop string, repeat int) (io.WriteCloser, error) {
+			return os.Create(fmt.Sprintf("%s.%s.%d", prefix, loop, repeat))
 		}
-		defer f.Close()
-		opts.CPUProfile = f
 	}
 	rep, err := bench.Run(ctx, opts)
 	if err != nil {
