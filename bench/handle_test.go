@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"testing"
 	"time"
 
@@ -160,6 +161,53 @@ func TestHandleMatchesOracle(t *testing.T) {
 		if got.Resolved == nil && got.Failure == nil {
 			t.Errorf("%s: neither resolved nor failed", tk.id)
 		}
+	}
+}
+
+// TestHandleLeavesSnapshotAsLoaded: Handle's outcomes share memory with
+// the snapshot (resolve.ResolveShared), so resolving and encoding every
+// kind of task, many times over, must leave it equal to a fresh load of
+// the same files.
+func TestHandleLeavesSnapshotAsLoaded(t *testing.T) {
+	dir := t.TempDir()
+	if err := writeRoot(dir); err != nil {
+		t.Fatal(err)
+	}
+	load := func() *discover.Snapshot {
+		snap, err := discover.Load(dir, discover.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	snap, fresh := load(), load()
+	tasks, err := buildTasks(200, DefaultMix, false, "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved := 0
+	for _, tk := range tasks {
+		inc, err := events.DecodeTask(tk.header, tk.body, events.DecodeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := pipeline.Handle(snap, inc.Task, inc.Ref, nil)
+		meta := events.OutcomeMeta{ID: tk.outID, TaskID: inc.Task.TaskID, CausationID: inc.ID, Time: time.Now()}
+		if o.Resolved != nil {
+			resolved++
+			_, _, _, err = events.AppendResolved(nil, "rolecall", meta, o.Resolved)
+		} else {
+			_, _, _, err = events.AppendFailed(nil, "rolecall", meta, o.Failure)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if resolved == 0 {
+		t.Fatal("no task resolved: nothing shared the snapshot")
+	}
+	if diff := cmp.Diff(fresh, snap, cmp.Exporter(func(reflect.Type) bool { return true })); diff != "" {
+		t.Errorf("the snapshot changed while tasks were handled (-as loaded +after):\n%s", diff)
 	}
 }
 

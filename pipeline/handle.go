@@ -50,6 +50,11 @@ func (noObserver) StageEnd(resolve.Stage, error) {}
 // Handle runs discover → resolve → materialize for one decoded task
 // against one snapshot. It does no I/O (the snapshot is in memory), so the
 // worker and the offline `worker resolve` share it and give the same answer.
+//
+// The outcome is read-only: its resolved spec shares lists and maps with
+// the snapshot and the task (resolve.ResolveShared), as Inputs does, so
+// modifying it would change the configuration every later task resolves
+// against. Copy it (Outcome.Resolved.Clone) to change it.
 func Handle(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, observe Observer) Outcome {
 	if observe == nil {
 		observe = noObserver{}
@@ -75,7 +80,7 @@ func Handle(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, obse
 	observe.StageStart(resolve.StageResolve)
 	// The system message is composed with the prompt body, in one
 	// allocation: the outcome carries both.
-	spec, composed, err := resolve.ResolveWithPreamble(ref, in, snap.Preamble)
+	spec, composed, err := resolve.ResolveShared(ref, in, snap.Preamble)
 	observe.StageEnd(resolve.StageResolve, err)
 	if err != nil {
 		out.Failure = FailureFrom(&taskID, resolve.StageResolve, err)

@@ -33,6 +33,9 @@ type SnapshotSource interface {
 
 // Allocator is the provider hook: it is called only after a resolved
 // outcome was published and the task acknowledged, never for a failure.
+// spec is read-only, as Handle's outcomes are: it shares memory with the
+// worker's configuration snapshot (ResolvedAgentSpec.Clone gives a copy
+// to modify).
 type Allocator interface {
 	Allocate(ctx context.Context, spec *events.ResolvedData) error
 }

@@ -71,6 +71,42 @@ func (p *PermissionPolicy) Clone() *PermissionPolicy {
 	}
 }
 
+// Clone returns a deep copy of s: no list, map or pointer in it is s's,
+// so either may be modified without changing the other.
+func (s *ResolvedAgentSpec) Clone() ResolvedAgentSpec {
+	c := *s
+	c.Identity.Modes = clone(s.Identity.Modes)
+	c.Effort = clonePtr(s.Effort)
+	c.Tools = clone(s.Tools)
+	c.Permissions = s.Permissions.Clone()
+	c.PromptOverlays = clone(s.PromptOverlays)
+	c.Emits = clone(s.Emits)
+	c.ArtifactDefaults = cloneMap(s.ArtifactDefaults)
+	c.Timeout = clonePtr(s.Timeout)
+	c.Diagnostics = clone(s.Diagnostics)
+	if s.Role != nil {
+		r := *s.Role
+		r.Emits = clone(r.Emits)
+		r.ArtifactDefaults = cloneMap(r.ArtifactDefaults)
+		c.Role = &r
+	}
+	c.ModeDefs = clone(s.ModeDefs)
+	for i := range c.ModeDefs {
+		c.ModeDefs[i].ConflictsWith = clone(c.ModeDefs[i].ConflictsWith)
+	}
+	d := s.Directives
+	c.Directives = Directives{Authority: clone(d.Authority), Boundaries: clone(d.Boundaries), Escalations: clone(d.Escalations)}
+	return c
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
 // strArena hands out disjoint pieces of one []string allocation, so a
 // result's many small lists cost one allocation. Each piece is capped at
 // its length: an append to it reallocates rather than writing into the

@@ -635,6 +635,45 @@ func TestPropertyResolveWithPreamble(t *testing.T) {
 	})
 }
 
+// TestPropertyResolveShared: the shared result equals ResolveWithPreamble's
+// (message and error too) and leaves the inputs as they were; its Clone
+// equals it and shares nothing with the inputs.
+func TestPropertyResolveShared(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		sc := genScenario.Draw(t, "scenario")
+		preamble := rapid.SampledFrom([]string{"", "You are part of a fleet."}).Draw(t, "preamble")
+		before := deepCopy(sc.in)
+		want, wantMsg, wantErr := resolve.ResolveWithPreamble(sc.ref, sc.in, preamble)
+		got, msg, err := resolve.ResolveShared(sc.ref, sc.in, preamble)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("result differs from ResolveWithPreamble's (-copied +shared):\n%s", diff)
+		}
+		if diff := cmp.Diff(wantErr, err); diff != "" {
+			t.Fatalf("error differs from ResolveWithPreamble's:\n%s", diff)
+		}
+		if msg != wantMsg {
+			t.Fatalf("message %q, want %q", msg, wantMsg)
+		}
+		if diff := cmp.Diff(before, sc.in); diff != "" {
+			t.Fatalf("ResolveShared mutated its inputs (-before +after):\n%s", diff)
+		}
+		if err != nil {
+			return
+		}
+		c := got.Clone()
+		if diff := cmp.Diff(got, c); diff != "" {
+			t.Fatalf("Clone differs (-original +clone):\n%s", diff)
+		}
+		scribble(reflect.ValueOf(&c).Elem())
+		if diff := cmp.Diff(before, sc.in); diff != "" {
+			t.Fatalf("scribbling a clone changed the inputs (-before +after):\n%s", diff)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("scribbling a clone changed the result it was cloned from (-before +after):\n%s", diff)
+		}
+	})
+}
+
 func TestPropertyNoInputMutation(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		sc := genScenario.Draw(t, "scenario")

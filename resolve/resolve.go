@@ -31,6 +31,22 @@ func ResolveWithPreamble(ref RoleRef, in Inputs, preamble string) (ResolvedAgent
 	return r.out, r.message, nil
 }
 
+// ResolveShared is ResolveWithPreamble without the copies that keep the
+// result apart from its inputs: its lists, maps, Role and effort may be
+// the inputs' own (the snapshot's, the task's). It is for a caller that
+// only reads the result while the inputs stand, as the worker does: it
+// encodes the result and drops it. Neither side may then be modified; a
+// result that is handed on to code that might must come from Resolve or
+// ResolveWithPreamble. The copies cost the worker a tenth of a resolution's
+// CPU and a quarter of its allocation (docs/PERFORMANCE.md).
+func ResolveShared(ref RoleRef, in Inputs, preamble string) (ResolvedAgentSpec, string, error) {
+	r := resolution{preamble: preamble, shared: true}
+	if err := r.run(ref, in); err != nil {
+		return ResolvedAgentSpec{}, "", err
+	}
+	return r.out, r.message, nil
+}
+
 type resolution struct {
 	in Inputs
 	// role and entry are copies of the catalog's Role and the pack's
@@ -48,6 +64,9 @@ type resolution struct {
 	// composed with the prompt body (the body when there is no preamble).
 	preamble string
 	message  string
+	// shared is ResolveShared's: the result keeps the inputs' own lists
+	// and maps instead of copies.
+	shared bool
 }
 
 func (r *resolution) run(ref RoleRef, in Inputs) error {
@@ -81,8 +100,12 @@ func (r *resolution) run(ref RoleRef, in Inputs) error {
 	// 8. prompt and sources.
 	r.prompt(modes)
 	// Until here the result's lists are the inputs' own; now it gets
-	// copies of them all.
-	r.detach()
+	// copies of them all, or only the lists that are this resolution's.
+	if r.shared {
+		r.share()
+	} else {
+		r.detach()
+	}
 	return nil
 }
 
@@ -337,9 +360,9 @@ func (r *resolution) rest() error {
 
 	switch {
 	case p != nil && p.ArtifactDefaults != nil:
-		out.ArtifactDefaults, out.Sources.ArtifactDefaults = cloneMap(p.ArtifactDefaults), SourceExternalProfile
+		out.ArtifactDefaults, out.Sources.ArtifactDefaults = r.own(p.ArtifactDefaults), SourceExternalProfile
 	case !r.replace && r.role.ArtifactDefaults != nil:
-		out.ArtifactDefaults, out.Sources.ArtifactDefaults = cloneMap(r.role.ArtifactDefaults), SourceRole
+		out.ArtifactDefaults, out.Sources.ArtifactDefaults = r.own(r.role.ArtifactDefaults), SourceRole
 	default:
 		out.Sources.ArtifactDefaults = SourceNone
 	}
@@ -428,7 +451,7 @@ func (r *resolution) prompt(modes []Mode) {
 	}
 	out.PromptBody, r.message = castsPromptAfter(r.head(), r.role.Body, modes, out.Directives, r.overlays[:r.nOverlays])
 	role := r.role
-	role.ArtifactDefaults = cloneMap(role.ArtifactDefaults)
+	role.ArtifactDefaults = r.own(role.ArtifactDefaults)
 	out.Role = &role
 	// modes is this resolution's own slice (checkModes made it); detach
 	// copies its one shared field.
@@ -483,6 +506,31 @@ func (r *resolution) detach() {
 	for i := range out.ModeDefs {
 		out.ModeDefs[i].ConflictsWith = a.copy(out.ModeDefs[i].ConflictsWith)
 	}
+}
+
+// share gives the result, shared with the inputs otherwise, the two
+// lists that only this resolution holds — the Modes' names and the
+// prompt's overlays, which r keeps in place — in one allocation.
+func (r *resolution) share() {
+	if r.replace {
+		return
+	}
+	out := &r.out
+	a := strArena(make([]string, len(out.ModeDefs)+r.nOverlays))
+	names := a.take(len(out.ModeDefs))
+	for i, m := range out.ModeDefs {
+		names[i] = m.Name
+	}
+	out.Identity.Modes = names
+	out.PromptOverlays = a.copy(r.overlays[:r.nOverlays])
+}
+
+// own is m for a shared result, a deep copy of it otherwise.
+func (r *resolution) own(m map[string]any) map[string]any {
+	if r.shared {
+		return m
+	}
+	return cloneMap(m)
 }
 
 // head is what the system message puts before the prompt body

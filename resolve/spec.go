@@ -96,7 +96,9 @@ type Directives struct {
 }
 
 // ResolvedAgentSpec is the immutable effective configuration with
-// provenance. No slice or map in it aliases an input or another result.
+// provenance. From Resolve or ResolveWithPreamble, no slice or map in it
+// aliases an input or another result; ResolveShared's may (Clone makes
+// one that does not).
 type ResolvedAgentSpec struct {
 	Identity          Identity          `json:"identity"`
 	Pack              PackRef           `json:"pack"`
