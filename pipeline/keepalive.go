@@ -44,6 +44,13 @@ func (k *keepAlives) drop(msg jetstream.Msg) {
 	k.mu.Unlock()
 }
 
+// count is the number of tasks held (rolecall.inflight).
+func (k *keepAlives) count() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.held)
+}
+
 // sweep sends InProgress for every held task silent since before
 // now − every, outside the lock (it is a publish).
 func (k *keepAlives) sweep(now time.Time) {

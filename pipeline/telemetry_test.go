@@ -825,7 +825,7 @@ func TestTraceNoLeakUnderConcurrency(t *testing.T) {
 // TestMetricsMixedBatch: after resolved tasks, failures of several codes and
 // one transient retry, rolecall.tasks has exactly one count per delivery by
 // outcome and code, rolecall.stage.duration one sample per stage run, the
-// backlog gauge reads 0 and rolecall.inflight is back to 0.
+// backlog gauge reads 0, and rolecall.inflight is gone with the worker.
 func TestMetricsMixedBatch(t *testing.T) {
 	r := newTelRig(t, telConfig())
 	reader := sdkmetric.NewManualReader()
@@ -920,10 +920,88 @@ func TestMetricsMixedBatch(t *testing.T) {
 		t.Errorf("rolecall.stage.duration counts by stage (-want +got):\n%s", diff)
 	}
 
-	inflight := metric[metricdata.Sum[int64]](t, rm, telemetry.MetricInflight)
-	if len(inflight.DataPoints) != 1 || inflight.DataPoints[0].Value != 0 {
-		t.Errorf("%s points %+v, want one point at 0", telemetry.MetricInflight, inflight.DataPoints)
+	if n, ok := inflightPoint(t, rm); ok {
+		t.Errorf("%s = %d after the worker stopped, want no point", telemetry.MetricInflight, n)
 	}
+}
+
+// TestMetricsInflight: rolecall.inflight counts the tasks a worker holds
+// while it holds them, reads 0 once they are finished, and reports nothing
+// once the worker has stopped.
+func TestMetricsInflight(t *testing.T) {
+	r := newTelRig(t, telConfig())
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	inst, err := telemetry.NewInstruments(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	collect := func() (int64, bool) {
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		return inflightPoint(t, rm)
+	}
+	opt := r.options()
+	opt.Instruments = inst
+	held, release := make(chan string, 2), make(chan struct{})
+	opt.Hooks.BeforePublish = func(_ context.Context, o *pipeline.Outcome) error {
+		if o.Resolved != nil {
+			held <- o.Resolved.TaskID
+			<-release
+		}
+		return nil
+	}
+	stop := r.start(context.Background(), telSnapshot(t, failRoot), opt)
+	r.publish(taskMsg{data: `{"task_id":"H1","role":"architect"}`})
+	r.publish(taskMsg{data: `{"task_id":"H2","role":"critic"}`})
+	for range 2 {
+		select {
+		case <-held:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the tasks were not taken")
+		}
+	}
+	if n, ok := collect(); !ok || n != 2 {
+		t.Errorf("%s = %d (reported %t) while two tasks are held, want 2", telemetry.MetricInflight, n, ok)
+	}
+	close(release)
+	r.waitOutcomes(2)
+	// The outcomes are stored before the tasks are acked and let go.
+	deadline := time.Now().Add(5 * time.Second)
+	for n, _ := collect(); n != 0; n, _ = collect() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %d after every outcome, want 0", telemetry.MetricInflight, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	if n, ok := collect(); ok {
+		t.Errorf("%s = %d after the worker stopped, want no point", telemetry.MetricInflight, n)
+	}
+}
+
+// inflightPoint reads rolecall.inflight; ok is false when it reported
+// nothing.
+func inflightPoint(t *testing.T, rm metricdata.ResourceMetrics) (int64, bool) {
+	t.Helper()
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != telemetry.MetricInflight {
+				continue
+			}
+			s, ok := m.Data.(metricdata.Sum[int64])
+			if !ok || s.IsMonotonic || len(s.DataPoints) > 1 {
+				t.Fatalf("%s: %+v, want a non-monotonic int64 sum with at most one point", m.Name, m.Data)
+			}
+			if len(s.DataPoints) == 1 {
+				return s.DataPoints[0].Value, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // metric finds the instrument name in rm and asserts its data type.

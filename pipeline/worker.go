@@ -160,6 +160,13 @@ func (w *Worker) Run(ctx context.Context) error {
 			return fmt.Errorf("consumer lag gauge: %w", err)
 		}
 		defer func() { _ = reg.Unregister() }()
+		// Every task the worker holds is kept alive until it is acked or
+		// nak'ed: the keep-alive set is the in-flight count.
+		held, err := w.opt.Instruments.ObserveInflight(func() int64 { return int64(w.alive.count()) })
+		if err != nil {
+			return fmt.Errorf("in-flight gauge: %w", err)
+		}
+		defer func() { _ = held.Unregister() }()
 	}
 
 	// In-flight work survives cancellation of ctx: drain means finishing
@@ -380,9 +387,6 @@ type delivery struct {
 func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan struct{}) (d *delivery) {
 	start := time.Now()
 	var inc events.Incoming
-	if in := w.opt.Instruments; in != nil {
-		in.Inflight.Add(ctx, 1)
-	}
 	w.alive.hold(msg, start)
 	span := trace.SpanFromContext(ctx)
 	// The delivery is made first: the outcome is filled in place and the
@@ -632,17 +636,14 @@ func (w *Worker) retry(d *delivery, err error) {
 }
 
 // release ends what every delivery holds: its process span (setting the
-// attributes gathered for it), its keep-alive, its place in the in-flight
-// gauge and its slot.
+// attributes gathered for it), its keep-alive (and so its place in the
+// in-flight count) and its slot.
 func (w *Worker) release(d *delivery) {
 	w.alive.drop(d.msg)
 	if len(d.attrs) > 0 {
 		d.span.SetAttributes(d.attrs...)
 	}
 	d.span.End()
-	if in := w.opt.Instruments; in != nil {
-		in.Inflight.Add(d.ctx, -1)
-	}
 	<-d.slots
 }
 

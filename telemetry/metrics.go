@@ -31,9 +31,11 @@ type Instruments struct {
 	// ("rolecall.stage.duration"), with the attribute stage; see StageDone.
 	StageDuration metric.Float64Histogram
 	// Inflight is the number of tasks being processed ("rolecall.inflight"):
-	// Add(ctx, 1) when a task is taken, Add(ctx, -1) when it is acked or
-	// nak'ed.
-	Inflight metric.Int64UpDownCounter
+	// taken and not yet acked or nak'ed. It reports only through the
+	// callbacks given to ObserveInflight, which read the count a worker
+	// keeps anyway, so a task costs it nothing (an Add on taking and on
+	// finishing each task was two of a task's eight metric updates).
+	Inflight metric.Int64ObservableUpDownCounter
 	// Pending is the consumer backlog ("rolecall.consumer.pending"); it
 	// reports only through the callback given to ObservePending.
 	Pending metric.Int64ObservableGauge
@@ -93,7 +95,7 @@ func NewInstruments(mp metric.MeterProvider) (*Instruments, error) {
 		metric.WithExplicitBucketBoundaries(StageBuckets...)); err != nil {
 		return nil, fmt.Errorf("telemetry: %s: %w", MetricStageDuration, err)
 	}
-	if i.Inflight, err = m.Int64UpDownCounter(MetricInflight,
+	if i.Inflight, err = m.Int64ObservableUpDownCounter(MetricInflight,
 		metric.WithDescription("Tasks taken from the consumer and not yet acked or nak'ed."),
 		metric.WithUnit("{task}")); err != nil {
 		return nil, fmt.Errorf("telemetry: %s: %w", MetricInflight, err)
@@ -132,6 +134,22 @@ func (i *Instruments) StageDone(ctx context.Context, stage string, d time.Durati
 		opt, _ = i.stageAttrs.LoadOrStore(stage, stageOption(stage))
 	}
 	i.StageDuration.Record(ctx, d.Seconds(), opt.([]metric.RecordOption)...)
+}
+
+// ObserveInflight registers f as a source of rolecall.inflight: f
+// returns the number of tasks one worker holds, and runs on every
+// collection. The values of several registrations add up (one process,
+// several workers). Unregister the returned registration when the worker
+// stops.
+func (i *Instruments) ObserveInflight(f func() int64) (metric.Registration, error) {
+	reg, err := i.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(i.Inflight, f())
+		return nil
+	}, i.Inflight)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %s callback: %w", MetricInflight, err)
+	}
+	return reg, nil
 }
 
 // ObservePending registers f as the source of rolecall.consumer.pending. f

@@ -55,8 +55,12 @@ func TestInstruments(t *testing.T) {
 	ins.StageDone(ctx, telemetry.StageMaterialize, 500*time.Microsecond)
 	ins.StageDone(ctx, "allocate", time.Second) // not one of the five
 	ins.StageDone(ctx, telemetry.StageResolve, time.Millisecond)
-	ins.Inflight.Add(ctx, 2)
-	ins.Inflight.Add(ctx, -1)
+	// Two workers' counts add up.
+	for _, n := range []int64{1, 2} {
+		if _, err := ins.ObserveInflight(func() int64 { return n }); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := ins.ObservePending(func(context.Context) (int64, bool) { return 7, true }); err != nil {
 		t.Fatal(err)
 	}
@@ -117,8 +121,8 @@ func TestInstruments(t *testing.T) {
 	}
 
 	inflight, ok := got[telemetry.MetricInflight].Data.(metricdata.Sum[int64])
-	if !ok || inflight.IsMonotonic || len(inflight.DataPoints) != 1 || inflight.DataPoints[0].Value != 1 {
-		t.Errorf("%s = %+v, want a non-monotonic sum of 1", telemetry.MetricInflight, got[telemetry.MetricInflight].Data)
+	if !ok || inflight.IsMonotonic || len(inflight.DataPoints) != 1 || inflight.DataPoints[0].Value != 3 {
+		t.Errorf("%s = %+v, want a non-monotonic sum of 3", telemetry.MetricInflight, got[telemetry.MetricInflight].Data)
 	}
 	pending, ok := got[telemetry.MetricConsumerPending].Data.(metricdata.Gauge[int64])
 	if !ok || len(pending.DataPoints) != 1 || pending.DataPoints[0].Value != 7 {

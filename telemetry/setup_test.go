@@ -392,7 +392,9 @@ func TestMetricsHandlerServesPrometheus(t *testing.T) {
 	ctx := context.Background()
 	ins.TaskDone(ctx, telemetry.OutcomeFailed, "mode_disallowed")
 	ins.TaskDone(ctx, telemetry.OutcomeFailed, "mode_disallowed")
-	ins.Inflight.Add(ctx, 3)
+	if _, err := ins.ObserveInflight(func() int64 { return 3 }); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := ins.ObservePending(func(context.Context) (int64, bool) { return 12, true }); err != nil {
 		t.Fatal(err)
 	}
