@@ -32,7 +32,7 @@ type benchCmd struct {
 	Trace          bool          `help:"Trace with an always-sampling SDK tracer provider and a discarding exporter."`
 	CompareTracing bool          `help:"Run the pipeline untraced and traced (as --trace) back to back in each repeat and print what tracing costs."`
 	Binary         bool          `help:"Send tasks in binary content mode (ce-* headers) instead of structured."`
-	Repeat         int           `help:"Runs of each loop; the median run is reported." default:"1"`
+	Repeat         int           `help:"Runs of each loop, alternating; the median run and the median of the pairs' ratios are reported (one pair's ratio swings by ±0.1 on a shared host)." default:"5"`
 	Warmup         int           `help:"Tasks of one unmeasured warm-up run of each loop before the measured runs, at most --tasks (0: none)." default:"20000"`
 	Purge          bool          `help:"With --nats: allow deleting the bench's streams if they exist on the server."`
 	Timeout        time.Duration `help:"Time limit of each run." default:"5m"`

@@ -28,8 +28,14 @@ func TestBenchSmoke(t *testing.T) {
 	if rep.Ratio <= 0 {
 		t.Errorf("ratio %v, want a positive number", rep.Ratio)
 	}
-	if !strings.Contains(stderr.String(), "pipeline (run 1/1)") {
-		t.Errorf("no progress line on stderr:\n%s", stderr.String())
+	// Five alternating pairs by default, a ratio for each.
+	if rep.Repeat != 5 || len(rep.Ratios) != 5 || len(rep.Runs) != 10 {
+		t.Errorf("repeat %d, %d ratios, %d runs; want 5, 5 and 10 by default", rep.Repeat, len(rep.Ratios), len(rep.Runs))
+	}
+	for _, line := range []string{"pipeline (run 1/5)", "baseline (run 5/5)"} {
+		if !strings.Contains(stderr.String(), line) {
+			t.Errorf("no progress line %q on stderr:\n%s", line, stderr.String())
+		}
 	}
 }
 
