@@ -149,6 +149,13 @@ type Stats struct {
 	// /gc/heap/allocs:objects and :bytes; an embedded broker's count too).
 	AllocsPerTask     float64 `json:"allocs_per_task"`
 	AllocBytesPerTask float64 `json:"alloc_bytes_per_task"`
+	// GCCycles is the number of garbage collections that completed during
+	// the run, and GCMicrosPerTask the runtime's estimate of the CPU they
+	// took (/cpu/classes/gc/total: background marking, assists, pauses;
+	// whole process) per task: the part of CPUPer1000 that allocation
+	// costs.
+	GCCycles        uint64  `json:"gc_cycles"`
+	GCMicrosPerTask float64 `json:"gc_cpu_us_per_task"`
 	// PeakRSSBytes is the resident-memory high-water mark during the run.
 	PeakRSSBytes uint64 `json:"peak_rss_bytes"`
 	// TaskBytes and OutcomeBytes are the mean message body sizes.
@@ -691,6 +698,8 @@ func (e *env) run(ctx context.Context, o Options, repeat int, l loop, tasks []ta
 	st.CPUPer1000 = (u1.cpu - u0.cpu).Seconds() / n * 1000
 	st.AllocsPerTask = float64(u1.allocs-u0.allocs) / n
 	st.AllocBytesPerTask = float64(u1.allocBytes-u0.allocBytes) / n
+	st.GCCycles = u1.gcCycles - u0.gcCycles
+	st.GCMicrosPerTask = (u1.gcCPU - u0.gcCPU) / n * 1e6
 	prog.phase("collecting")
 	if err := e.collect(ctx, cfg, tasks, seqs, &st); err != nil {
 		return st, err

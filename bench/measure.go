@@ -55,11 +55,15 @@ type usage struct {
 	cpu        time.Duration // user + system
 	allocs     uint64        // heap objects allocated since start
 	allocBytes uint64
+	gcCycles   uint64  // completed GC cycles
+	gcCPU      float64 // the runtime's estimate of GC CPU seconds
 }
 
 var usageSamples = []metrics.Sample{
 	{Name: "/gc/heap/allocs:objects"},
 	{Name: "/gc/heap/allocs:bytes"},
+	{Name: "/gc/cycles/total:gc-cycles"},
+	{Name: "/cpu/classes/gc/total:cpu-seconds"},
 }
 
 func readUsage() usage {
@@ -75,6 +79,12 @@ func readUsage() usage {
 	}
 	if s[1].Value.Kind() == metrics.KindUint64 {
 		u.allocBytes = s[1].Value.Uint64()
+	}
+	if s[2].Value.Kind() == metrics.KindUint64 {
+		u.gcCycles = s[2].Value.Uint64()
+	}
+	if s[3].Value.Kind() == metrics.KindFloat64 {
+		u.gcCPU = s[3].Value.Float64()
 	}
 	return u
 }
