@@ -106,6 +106,17 @@ func BenchmarkStages(b *testing.B) {
 			i++
 		}
 	})
+	// What the worker runs: Handle with a processing goroutine's arena.
+	b.Run("handle-arena", func(b *testing.B) {
+		b.ReportAllocs()
+		var arena resolve.TextArena
+		i := 0
+		for b.Loop() {
+			d := &dec[i%len(dec)]
+			_ = pipeline.HandleIn(&arena, snap, d.inc.Task, d.inc.Ref, nil)
+			i++
+		}
+	})
 	b.Run("encode", func(b *testing.B) {
 		b.ReportAllocs()
 		i := 0

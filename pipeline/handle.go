@@ -56,6 +56,13 @@ func (noObserver) StageEnd(resolve.Stage, error) {}
 // modifying it would change the configuration every later task resolves
 // against. Copy it (Outcome.Resolved.Clone) to change it.
 func Handle(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, observe Observer) Outcome {
+	return HandleIn(nil, snap, task, ref, observe)
+}
+
+// HandleIn is Handle with the prompt text carved from arena (when not
+// nil; see resolve.TextArena): the worker gives each processing goroutine
+// one.
+func HandleIn(arena *resolve.TextArena, snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, observe Observer) Outcome {
 	if observe == nil {
 		observe = noObserver{}
 	}
@@ -80,7 +87,7 @@ func Handle(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, obse
 	observe.StageStart(resolve.StageResolve)
 	// The system message is composed with the prompt body, in one
 	// allocation: the outcome carries both.
-	spec, composed, err := resolve.ResolveShared(ref, in, snap.Preamble)
+	spec, composed, err := resolve.ResolveShared(ref, in, snap.Preamble, arena)
 	observe.StageEnd(resolve.StageResolve, err)
 	if err != nil {
 		out.Failure = FailureFrom(&taskID, resolve.StageResolve, err)

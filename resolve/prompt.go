@@ -11,21 +11,22 @@ const BlockSeparator = "\n\n"
 // JoinBlocks trims each block and joins the non-empty ones with exactly
 // BlockSeparator; empty blocks add nothing.
 func JoinBlocks(blocks ...string) string {
-	s, _ := joinBlocksAfter("", blocks...)
+	s, _ := joinBlocksAfter(nil, "", blocks...)
 	return s
 }
 
 // joinBlocksAfter is JoinBlocks(blocks...) and, when head is not empty,
 // head + BlockSeparator + that text in the same allocation (the joined
-// blocks are its tail); with an empty head both results are the same.
-func joinBlocksAfter(head string, blocks ...string) (text, withHead string) {
+// blocks are its tail); with an empty head both results are the same. The
+// text is carved from arena when it is not nil.
+func joinBlocksAfter(arena *TextArena, head string, blocks ...string) (text, withHead string) {
 	var m blockWriter
 	m.mode = measuring
 	for _, blk := range blocks {
 		m.block(blk)
 	}
 	w := blockWriter{}
-	w.head(head, m.n)
+	w.head(arena, head, m.n)
 	for _, blk := range blocks {
 		w.block(blk)
 	}
@@ -39,27 +40,30 @@ func DirectiveBlock(d Directives) string {
 	m.mode = measuring
 	m.directives(d)
 	var w blockWriter
-	w.b.Grow(m.n)
+	w.head(nil, "", m.n)
 	w.directives(d)
-	return w.b.String()
+	s, _ := w.result()
+	return s
 }
 
 // CastsPrompt composes a casts or overlay prompt: Role body, each Mode's
 // behaviors in order, the directive block, then the overlays in order.
 func CastsPrompt(roleBody string, modes []Mode, d Directives, overlays ...string) string {
-	s, _ := castsPromptAfter("", roleBody, modes, d, overlays)
+	s, _ := castsPromptAfter(nil, "", roleBody, modes, d, overlays)
 	return s
 }
 
 // castsPromptAfter is CastsPrompt and, when head is not empty, head +
-// BlockSeparator + the prompt in the same allocation (see joinBlocksAfter).
-func castsPromptAfter(head, roleBody string, modes []Mode, d Directives, overlays []string) (prompt, withHead string) {
+// BlockSeparator + the prompt in the same allocation (see
+// joinBlocksAfter).
+func castsPromptAfter(arena *TextArena, head, roleBody string, modes []Mode, d Directives, overlays []string) (prompt, withHead string) {
 	// A measuring pass first sizes the builder exactly, so the prompt is
-	// one allocation of its own length (and the head's).
+	// one allocation of its own length (and the head's), or one piece of
+	// the arena's block.
 	m := blockWriter{mode: measuring}
 	m.casts(roleBody, modes, d, overlays)
 	var w blockWriter
-	w.head(head, m.n)
+	w.head(arena, head, m.n)
 	w.casts(roleBody, modes, d, overlays)
 	return w.result()
 }
@@ -87,8 +91,12 @@ const (
 // one allocation however many blocks it has. The same rendering code
 // measures and compares, so the three can never disagree on the text.
 type blockWriter struct {
-	b     strings.Builder
+	// building: the text goes to the arena's block, or to own without
+	// one (a pointer to own kept in the writer would move it to the heap)
+	arena *TextArena
+	own   strings.Builder
 	mode  writeMode
+	start int    // building: where this text starts in b
 	base  int    // building: where the blocks start in b (after a head)
 	n     int    // bytes written (measuring, comparing)
 	want  string // comparing: the expected text
@@ -110,7 +118,7 @@ func (w *blockWriter) casts(roleBody string, modes []Mode, d Directives, overlay
 func (w *blockWriter) write(s string) {
 	switch w.mode {
 	case building:
-		w.b.WriteString(s)
+		w.builder().WriteString(s)
 	case measuring:
 		w.n += len(s)
 	default:
@@ -127,30 +135,75 @@ func (w *blockWriter) write(s string) {
 
 func (w *blockWriter) len() int {
 	if w.mode == building {
-		return w.b.Len() - w.base
+		return w.builder().Len() - w.base
 	}
 	return w.n
 }
 
-// head sizes a building writer for n bytes of blocks and, when head is
+// TextArena hands out the prompt texts of successive resolutions as
+// pieces of shared blocks of arenaBlock bytes. Alone, each prompt is an
+// allocation of its own of about 4 KB, which the Go allocator serves two
+// to a span: in the worker's profile that allocation was half of composing
+// the prompt. A block only ever grows at its end (strings.Builder), so a
+// text handed out is never written again and stays valid after the arena
+// moves on to a new block; a block is freed when no text in it is
+// referenced any more. An arena serves one goroutine at a time; its zero
+// value is ready to use.
+type TextArena struct {
+	b strings.Builder
+}
+
+// arenaBlock is the size of an arena's blocks: eight prompts of the bench's
+// size share one allocation, and a prompt that outlives its neighbours
+// keeps at most this much memory alive.
+const arenaBlock = 32 << 10
+
+// reserve makes room for n more bytes: in the current block when it has
+// them, else in a new one (the old block is left to the
+// texts already handed out from it, not copied).
+func (a *TextArena) reserve(n int) {
+	if a.b.Cap()-a.b.Len() < n {
+		a.b.Reset()
+		a.b.Grow(max(arenaBlock, n))
+	}
+}
+
+// head sizes a building writer for n bytes of blocks — in arena's block
+// when arena is not nil, else in a builder of its own — and, when head is
 // not empty, writes head + BlockSeparator before them; the blocks are then
 // separated as if nothing preceded them.
-func (w *blockWriter) head(head string, n int) {
-	if head == "" {
-		w.b.Grow(n)
-		return
+func (w *blockWriter) head(arena *TextArena, head string, n int) {
+	if head != "" {
+		n += len(head) + len(BlockSeparator)
 	}
-	w.b.Grow(len(head) + len(BlockSeparator) + n)
-	w.b.WriteString(head)
-	w.b.WriteString(BlockSeparator)
-	w.base = w.b.Len()
+	w.arena = arena
+	if arena != nil {
+		arena.reserve(n)
+	} else {
+		w.own.Grow(n)
+	}
+	b := w.builder()
+	w.start = b.Len()
+	if head != "" {
+		b.WriteString(head)
+		b.WriteString(BlockSeparator)
+	}
+	w.base = b.Len()
+}
+
+// builder is where a building writer writes.
+func (w *blockWriter) builder() *strings.Builder {
+	if w.arena != nil {
+		return &w.arena.b
+	}
+	return &w.own
 }
 
 // result is the blocks written and the whole text, head included: one
 // string and its tail.
 func (w *blockWriter) result() (blocks, all string) {
-	all = w.b.String()
-	return all[w.base:], all
+	s := w.builder().String()
+	return s[w.base:], s[w.start:]
 }
 
 // block appends s trimmed, after a separator when something precedes it;

@@ -321,3 +321,53 @@ func TestMessageHead(t *testing.T) {
 		}
 	}
 }
+
+// TestTextArena: a shared arena's texts equal those composed alone, stay
+// as they were while later resolutions fill the block and move on to new
+// ones, and cost far less than an allocation each.
+func TestTextArena(t *testing.T) {
+	role := resolve.Role{Name: "architect", Body: strings.Repeat("You decide how a system is structured. ", 60)}
+	in := resolve.Inputs{
+		Catalog: &resolve.Catalog{Roles: map[string]resolve.Role{"architect": role}, Modes: map[string]resolve.Mode{}},
+		Pack:    &resolve.Pack{Name: "team", Roles: map[string]resolve.PackEntry{"architect": {Model: ptr("m")}}},
+	}
+	preamble := "You are part of a fleet."
+	var arena resolve.TextArena
+	type text struct{ got, prompt, msg string }
+	var texts []text
+	for i := range 40 { // 40 × ~2.4 KB: three blocks and more
+		in.Task.ExtraPrompt = ptr(fmt.Sprintf("Task %d: review the storage layer.", i))
+		want, wantMsg, err := resolve.ResolveWithPreamble(resolve.RoleName("architect"), in, preamble)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, msg, err := resolve.ResolveShared(resolve.RoleName("architect"), in, preamble, &arena)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.PromptBody != want.PromptBody || msg != wantMsg {
+			t.Fatalf("task %d: the arena's prompt or message differs from one composed alone", i)
+		}
+		texts = append(texts, text{got: msg, prompt: strings.Clone(want.PromptBody), msg: strings.Clone(wantMsg)})
+		if got.PromptBody != msg[len(msg)-len(got.PromptBody):] {
+			t.Fatalf("task %d: the prompt is not the message's tail", i)
+		}
+	}
+	for i, tx := range texts {
+		if tx.got != tx.msg {
+			t.Errorf("task %d: its message changed after later resolutions used the arena", i)
+		}
+	}
+	in.Task.ExtraPrompt = ptr("One more task.")
+	n := testing.AllocsPerRun(200, func() {
+		_, _, _ = resolve.ResolveShared(resolve.RoleName("architect"), in, preamble, &arena)
+	})
+	alone := testing.AllocsPerRun(200, func() {
+		_, _, _ = resolve.ResolveShared(resolve.RoleName("architect"), in, preamble, nil)
+	})
+	// A block holds about thirteen of these messages: the text's
+	// allocation is shared by them.
+	if n > alone-0.9 {
+		t.Errorf("%.2f allocations per resolution with an arena, %.2f without: want almost one fewer", n, alone)
+	}
+}

@@ -635,6 +635,10 @@ func TestPropertyResolveWithPreamble(t *testing.T) {
 	})
 }
 
+// sharedArena serves every ResolveShared of the property test, so that
+// resolutions draw from blocks earlier ones filled.
+var sharedArena = new(resolve.TextArena)
+
 // TestPropertyResolveShared: the shared result equals ResolveWithPreamble's
 // (message and error too) and leaves the inputs as they were; its Clone
 // equals it and shares nothing with the inputs.
@@ -644,7 +648,11 @@ func TestPropertyResolveShared(t *testing.T) {
 		preamble := rapid.SampledFrom([]string{"", "You are part of a fleet."}).Draw(t, "preamble")
 		before := deepCopy(sc.in)
 		want, wantMsg, wantErr := resolve.ResolveWithPreamble(sc.ref, sc.in, preamble)
-		got, msg, err := resolve.ResolveShared(sc.ref, sc.in, preamble)
+		var arena *resolve.TextArena
+		if rapid.Bool().Draw(t, "arena") {
+			arena = sharedArena
+		}
+		got, msg, err := resolve.ResolveShared(sc.ref, sc.in, preamble, arena)
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("result differs from ResolveWithPreamble's (-copied +shared):\n%s", diff)
 		}

@@ -33,14 +33,15 @@ func ResolveWithPreamble(ref RoleRef, in Inputs, preamble string) (ResolvedAgent
 
 // ResolveShared is ResolveWithPreamble without the copies that keep the
 // result apart from its inputs: its lists, maps, Role and effort may be
-// the inputs' own (the snapshot's, the task's). It is for a caller that
+// the inputs' own (the snapshot's, the task's). The system message (and
+// the prompt body, its tail) is carved from arena when it is not nil. It is for a caller that
 // only reads the result while the inputs stand, as the worker does: it
 // encodes the result and drops it. Neither side may then be modified; a
 // result that is handed on to code that might must come from Resolve or
 // ResolveWithPreamble. The copies cost the worker a tenth of a resolution's
 // CPU and a quarter of its allocation (docs/PERFORMANCE.md).
-func ResolveShared(ref RoleRef, in Inputs, preamble string) (ResolvedAgentSpec, string, error) {
-	r := resolution{preamble: preamble, shared: true}
+func ResolveShared(ref RoleRef, in Inputs, preamble string, arena *TextArena) (ResolvedAgentSpec, string, error) {
+	r := resolution{preamble: preamble, shared: true, arena: arena}
 	if err := r.run(ref, in); err != nil {
 		return ResolvedAgentSpec{}, "", err
 	}
@@ -64,9 +65,11 @@ type resolution struct {
 	// composed with the prompt body (the body when there is no preamble).
 	preamble string
 	message  string
-	// shared is ResolveShared's: the result keeps the inputs' own lists
-	// and maps instead of copies.
+	// shared and arena are ResolveShared's: the result keeps the inputs'
+	// own lists and maps instead of copies, and its text comes from arena
+	// (when not nil).
 	shared bool
+	arena  *TextArena
 }
 
 func (r *resolution) run(ref RoleRef, in Inputs) error {
@@ -418,7 +421,7 @@ func (r *resolution) prompt(modes []Mode) {
 		out.Identity = Identity{Kind: IdentityExternal, Name: r.profile.Name, Modes: []string{}}
 		out.PromptDisposition = PromptReplacement
 		out.Sources.Prompt = SourceExternalReplacement
-		out.PromptBody, r.message = joinBlocksAfter(r.head(), r.profile.Body, extra)
+		out.PromptBody, r.message = joinBlocksAfter(r.arena, r.head(), r.profile.Body, extra)
 		out.PromptOverlays = []string{}
 		out.Emits = []string{}
 		if out.Diagnostics == nil {
@@ -449,7 +452,7 @@ func (r *resolution) prompt(modes []Mode) {
 		r.overlays[r.nOverlays] = extra
 		r.nOverlays++
 	}
-	out.PromptBody, r.message = castsPromptAfter(r.head(), r.role.Body, modes, out.Directives, r.overlays[:r.nOverlays])
+	out.PromptBody, r.message = castsPromptAfter(r.arena, r.head(), r.role.Body, modes, out.Directives, r.overlays[:r.nOverlays])
 	role := r.role
 	role.ArtifactDefaults = r.own(role.ArtifactDefaults)
 	out.Role = &role
