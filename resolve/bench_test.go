@@ -57,6 +57,23 @@ func benchResolve(b *testing.B, ref resolve.RoleRef, in resolve.Inputs) {
 	}
 }
 
+// BenchmarkResolveSharedCasts is BenchmarkResolveCasts as the worker
+// resolves: ResolveShared with a preamble, its text from an arena.
+func BenchmarkResolveSharedCasts(b *testing.B) {
+	in := benchInputs()
+	in.Task.Modes = []string{"mode03", "mode07"}
+	ref, arena := resolve.RoleName("role04"), new(resolve.TextArena)
+	if _, _, err := resolve.ResolveShared(ref, in, "You are part of a fleet.", arena); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := resolve.ResolveShared(ref, in, "You are part of a fleet.", arena); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkResolveCasts: a casts identity with two requested Modes and the
 // pack's directive block (target: < 5 µs, < 40 allocs).
 func BenchmarkResolveCasts(b *testing.B) {
