@@ -54,7 +54,7 @@ func (noObserver) StageEnd(resolve.Stage, error) {}
 // The outcome is read-only: its resolved spec shares lists and maps with
 // the snapshot and the task (resolve.ResolveShared), as Inputs does, so
 // modifying it would change the configuration every later task resolves
-// against. Copy it (Outcome.Resolved.Clone) to change it.
+// against. ResolvedAgentSpec.Clone gives a copy to change.
 func Handle(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, observe Observer) Outcome {
 	return HandleIn(nil, snap, task, ref, observe)
 }

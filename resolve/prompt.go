@@ -96,8 +96,8 @@ type blockWriter struct {
 	arena *TextArena
 	own   strings.Builder
 	mode  writeMode
-	start int    // building: where this text starts in b
-	base  int    // building: where the blocks start in b (after a head)
+	start int    // building: where this text starts in the builder
+	base  int    // building: where the blocks start (after a head)
 	n     int    // bytes written (measuring, comparing)
 	want  string // comparing: the expected text
 	match bool   // comparing: false once a write differed from want
@@ -159,8 +159,8 @@ type TextArena struct {
 const arenaBlock = 32 << 10
 
 // reserve makes room for n more bytes: in the current block when it has
-// them, else in a new one (the old block is left to the
-// texts already handed out from it, not copied).
+// them, else in a new one (the old block is left to the texts already
+// handed out from it, not copied).
 func (a *TextArena) reserve(n int) {
 	if a.b.Cap()-a.b.Len() < n {
 		a.b.Reset()
