@@ -365,9 +365,10 @@ func TestTextArena(t *testing.T) {
 	alone := testing.AllocsPerRun(200, func() {
 		_, _, _ = resolve.ResolveShared(resolve.RoleName("architect"), in, preamble, nil)
 	})
-	// A block holds about thirteen of these messages: the text's
-	// allocation is shared by them.
-	if n > alone-0.9 {
+	// A block holds about a dozen of these messages, which share its one
+	// allocation: close to one allocation fewer per resolution (at least
+	// half of one, so that the block size may change).
+	if n > alone-0.5 {
 		t.Errorf("%.2f allocations per resolution with an arena, %.2f without: want almost one fewer", n, alone)
 	}
 }
