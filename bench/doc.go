@@ -29,8 +29,10 @@
 //     queueing, runs at an offered rate measure service time;
 //   - CPU seconds per 1,000 tasks (getrusage, the whole process: with the
 //     embedded server that includes the broker), heap allocations per task
-//     (runtime/metrics, the whole process too), peak resident memory of the
-//     run (VmHWM, reset before each run).
+//     (runtime/metrics, the whole process too), GC cycles and the runtime's
+//     estimate of their CPU per task, peak resident memory of the run
+//     (VmHWM, reset before each run);
+//   - optionally a CPU profile of each measured run (Options.CPUProfile).
 //
 // Every run checks that each task got exactly one outcome, on the subject
 // its kind must produce; anything else is ErrIncomplete.
