@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,6 +63,37 @@ func TestBenchText(t *testing.T) {
 	for _, want := range []string{"tasks/s", "p99 ms", "GC µs/task", "pipeline", "36 resolved, 4 failed, every task exactly one"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
+
+// TestBenchCPUProfiles: --cpuprofile PREFIX writes one gzip'd pprof profile
+// per measured run, named PREFIX.<loop>.<repeat>, and none for the warm-up.
+func TestBenchCPUProfiles(t *testing.T) {
+	prefix := filepath.Join(t.TempDir(), "cpu")
+	var stdout, stderr bytes.Buffer
+	args := []string{"bench", "--tasks", "100", "--concurrency", "2", "--baseline", "--repeat", "2", "--cpuprofile", prefix}
+	if code := run(args, nil, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	got, err := filepath.Glob(prefix + ".*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range got {
+		got[i] = filepath.Base(got[i])
+	}
+	slices.Sort(got)
+	if want := []string{"cpu.baseline.1", "cpu.baseline.2", "cpu.pipeline.1", "cpu.pipeline.2"}; !slices.Equal(got, want) {
+		t.Fatalf("profiles %v, want %v", got, want)
+	}
+	for _, name := range got {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(prefix), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
+			t.Errorf("%s is not a gzip'd profile (%d bytes)", name, len(b))
 		}
 	}
 }
