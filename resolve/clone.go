@@ -1,7 +1,5 @@
 package resolve
 
-import "maps"
-
 // clone copies a slice, preserving nil (absent) versus empty.
 func clone[T any](s []T) []T {
 	if s == nil {
@@ -128,50 +126,5 @@ func (a *strArena) copy(s []string) []string {
 	}
 	out := a.take(len(s))
 	copy(out, s)
-	return out
-}
-
-// cell returns a pointer to an arena element holding v: a *string that
-// shares nothing with any input.
-func (a *strArena) cell(v string) *string {
-	p := &(*a)[0]
-	*a = (*a)[1:]
-	*p = v
-	return p
-}
-
-// policySize is the number of patterns in p, which a.policy copies.
-func policySize(p *PermissionPolicy) int {
-	if p == nil {
-		return 0
-	}
-	n := 0
-	for _, m := range [...]map[string][]string{p.Allow, p.Deny, p.Escalate} {
-		for _, v := range m {
-			n += len(v)
-		}
-	}
-	return n
-}
-
-// policy is p.Clone() with the pattern lists carved from the arena.
-func (a *strArena) policy(p *PermissionPolicy) *PermissionPolicy {
-	if p == nil {
-		return nil
-	}
-	return &PermissionPolicy{Mode: p.Mode, Allow: a.rules(p.Allow), Deny: a.rules(p.Deny), Escalate: a.rules(p.Escalate)}
-}
-
-func (a *strArena) rules(m map[string][]string) map[string][]string {
-	if m == nil {
-		return nil
-	}
-	// Cloning copies the table as it is, cheaper than rebuilding it by
-	// insertion; the values are then replaced by their arena copies
-	// (assigning to a key already present does not grow the map).
-	out := maps.Clone(m)
-	for k, v := range out {
-		out[k] = a.copy(v)
-	}
 	return out
 }

@@ -31,15 +31,15 @@ func ResolveWithPreamble(ref RoleRef, in Inputs, preamble string) (ResolvedAgent
 	return r.out, r.message, nil
 }
 
-// ResolveShared is ResolveWithPreamble without the copies that keep the
-// result apart from its inputs: its lists, maps, Role and effort may be
-// the inputs' own (the snapshot's, the task's). The system message (and
-// the prompt body, its tail) is carved from arena when it is not nil. It is for a caller that
-// only reads the result while the inputs stand, as the worker does: it
-// encodes the result and drops it. Neither side may then be modified; a
-// result that is handed on to code that might must come from Resolve or
-// ResolveWithPreamble. The copies cost the worker a tenth of a resolution's
-// CPU and a quarter of its allocation (docs/PERFORMANCE.md).
+// ResolveShared is ResolveWithPreamble without the deep copy that keeps
+// the result apart from its inputs: its lists, maps, Role and effort may
+// be the inputs' own (the snapshot's, the task's). The system message (and
+// the prompt body, its tail) is carved from arena when it is not nil. It
+// is for a caller that only reads the result while the inputs stand, as
+// the worker does: it encodes the result and drops it. Neither side may
+// then be modified; a result handed on to code that might must come from
+// Resolve or ResolveWithPreamble, or be copied with Clone. The copy was
+// about half of the worker's resolution time (docs/PERFORMANCE.md).
 func ResolveShared(ref RoleRef, in Inputs, preamble string, arena *TextArena) (ResolvedAgentSpec, string, error) {
 	r := resolution{preamble: preamble, shared: true, arena: arena}
 	if err := r.run(ref, in); err != nil {
@@ -65,9 +65,8 @@ type resolution struct {
 	// composed with the prompt body (the body when there is no preamble).
 	preamble string
 	message  string
-	// shared and arena are ResolveShared's: the result keeps the inputs'
-	// own lists and maps instead of copies, and its text comes from arena
-	// (when not nil).
+	// shared and arena are ResolveShared's: the result is not deep-copied
+	// at the end, and its text comes from arena (when not nil).
 	shared bool
 	arena  *TextArena
 }
@@ -102,12 +101,11 @@ func (r *resolution) run(ref RoleRef, in Inputs) error {
 	}
 	// 8. prompt and sources.
 	r.prompt(modes)
-	// Until here the result's lists are the inputs' own; now it gets
-	// copies of them all, or only the lists that are this resolution's.
-	if r.shared {
-		r.share()
-	} else {
-		r.detach()
+	// The result shares the inputs' lists and maps; Resolve and
+	// ResolveWithPreamble hand out a deep copy instead.
+	r.share()
+	if !r.shared {
+		r.out = r.out.Clone()
 	}
 	return nil
 }
@@ -240,7 +238,7 @@ func (r *resolution) modelEffort() error {
 	if effort == nil {
 		r.out.Sources.Effort = SourceProviderDefault
 	} else {
-		r.out.Effort, r.out.Sources.Effort = effort, src // copied by detach
+		r.out.Effort, r.out.Sources.Effort = effort, src
 	}
 	return nil
 }
@@ -327,7 +325,7 @@ func (r *resolution) rest() error {
 	t, d, p := r.in.Task, r.in.Defaults, r.profile
 	out := &r.out
 
-	// Tools and Permissions are the inputs' own until detach copies them.
+	// Tools and Permissions are the inputs' own (see run).
 	if t.Tools != nil {
 		out.Tools, out.Sources.Tools = t.Tools, SourceTask
 	} else {
@@ -363,9 +361,9 @@ func (r *resolution) rest() error {
 
 	switch {
 	case p != nil && p.ArtifactDefaults != nil:
-		out.ArtifactDefaults, out.Sources.ArtifactDefaults = r.own(p.ArtifactDefaults), SourceExternalProfile
+		out.ArtifactDefaults, out.Sources.ArtifactDefaults = p.ArtifactDefaults, SourceExternalProfile
 	case !r.replace && r.role.ArtifactDefaults != nil:
-		out.ArtifactDefaults, out.Sources.ArtifactDefaults = r.own(r.role.ArtifactDefaults), SourceRole
+		out.ArtifactDefaults, out.Sources.ArtifactDefaults = r.role.ArtifactDefaults, SourceRole
 	default:
 		out.Sources.ArtifactDefaults = SourceNone
 	}
@@ -430,15 +428,15 @@ func (r *resolution) prompt(modes []Mode) {
 		return
 	}
 
-	// The lists set here are the inputs' own until detach copies them
-	// (and detach lists the Modes' names).
+	// The lists set here are the inputs' own (see run); share lists the
+	// Modes' names.
 	out.Identity = Identity{Kind: IdentityCasts, Name: r.role.Name}
 	out.Directives = Directives{
 		Authority:   r.entry.Authority,
 		Boundaries:  r.entry.Boundaries,
 		Escalations: r.entry.Escalations,
 	}
-	// At most two overlays: kept in r until detach gives the result its
+	// At most two overlays: kept in r until share gives the result its
 	// list of them.
 	out.PromptDisposition, out.Sources.Prompt = PromptCasts, SourceCasts
 	if r.profile != nil {
@@ -454,10 +452,8 @@ func (r *resolution) prompt(modes []Mode) {
 	}
 	out.PromptBody, r.message = castsPromptAfter(r.arena, r.head(), r.role.Body, modes, out.Directives, r.overlays[:r.nOverlays])
 	role := r.role
-	role.ArtifactDefaults = r.own(role.ArtifactDefaults)
 	out.Role = &role
-	// modes is this resolution's own slice (checkModes made it); detach
-	// copies its one shared field.
+	// modes is this resolution's own slice (checkModes made it).
 	out.ModeDefs = modes
 	out.GrantRoleEmission = true
 	out.Emits = r.role.Emits
@@ -469,51 +465,9 @@ func (r *resolution) prompt(modes []Mode) {
 	}
 }
 
-// detach gives the result its own copy of every list it still shares with
-// the inputs (and of the effort string's cell), all carved from one
-// allocation: each piece is capped at its length, so an append to one
-// reallocates instead of writing into the next, and no two share an
-// element. nil stays nil and empty stays empty.
-func (r *resolution) detach() {
-	out := &r.out
-	n := len(out.Tools) + policySize(out.Permissions)
-	if out.Effort != nil {
-		n++
-	}
-	if !r.replace {
-		n += len(out.Directives.Authority) + len(out.Directives.Boundaries) + len(out.Directives.Escalations)
-		n += len(out.ModeDefs) + r.nOverlays + len(out.Emits) + len(out.Role.Emits)
-		for _, m := range out.ModeDefs {
-			n += len(m.ConflictsWith)
-		}
-	}
-	a := strArena(make([]string, n))
-	out.Tools = a.copy(out.Tools)
-	out.Permissions = a.policy(out.Permissions)
-	if out.Effort != nil {
-		out.Effort = a.cell(*out.Effort)
-	}
-	if r.replace {
-		return
-	}
-	names := a.take(len(out.ModeDefs))
-	for i, m := range out.ModeDefs {
-		names[i] = m.Name
-	}
-	out.Identity.Modes = names
-	d := &out.Directives
-	d.Authority, d.Boundaries, d.Escalations = a.copy(d.Authority), a.copy(d.Boundaries), a.copy(d.Escalations)
-	out.PromptOverlays = a.copy(r.overlays[:r.nOverlays])
-	out.Emits = a.copy(out.Emits)
-	out.Role.Emits = a.copy(out.Role.Emits)
-	for i := range out.ModeDefs {
-		out.ModeDefs[i].ConflictsWith = a.copy(out.ModeDefs[i].ConflictsWith)
-	}
-}
-
-// share gives the result, shared with the inputs otherwise, the two
-// lists that only this resolution holds — the Modes' names and the
-// prompt's overlays, which r keeps in place — in one allocation.
+// share gives the result the two lists that only this resolution holds —
+// the Modes' names and the prompt's overlays, which r keeps in place — in
+// one allocation; every other list and map is the inputs' own.
 func (r *resolution) share() {
 	if r.replace {
 		return
@@ -526,14 +480,6 @@ func (r *resolution) share() {
 	}
 	out.Identity.Modes = names
 	out.PromptOverlays = a.copy(r.overlays[:r.nOverlays])
-}
-
-// own is m for a shared result, a deep copy of it otherwise.
-func (r *resolution) own(m map[string]any) map[string]any {
-	if r.shared {
-		return m
-	}
-	return cloneMap(m)
 }
 
 // head is what the system message puts before the prompt body
