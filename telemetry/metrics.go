@@ -142,14 +142,7 @@ func (i *Instruments) StageDone(ctx context.Context, stage string, d time.Durati
 // several workers). Unregister the returned registration when the worker
 // stops.
 func (i *Instruments) ObserveInflight(f func() int64) (metric.Registration, error) {
-	reg, err := i.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveInt64(i.Inflight, f())
-		return nil
-	}, i.Inflight)
-	if err != nil {
-		return nil, fmt.Errorf("telemetry: %s callback: %w", MetricInflight, err)
-	}
-	return reg, nil
+	return i.observe(MetricInflight, i.Inflight, func(context.Context) (int64, bool) { return f(), true })
 }
 
 // ObservePending registers f as the source of rolecall.consumer.pending. f
@@ -159,14 +152,20 @@ func (i *Instruments) ObserveInflight(f func() int64) (metric.Registration, erro
 // false when it has no value (not connected yet), and nothing is reported.
 // Unregister the returned registration to stop observing.
 func (i *Instruments) ObservePending(f func(ctx context.Context) (int64, bool)) (metric.Registration, error) {
+	return i.observe(MetricConsumerPending, i.Pending, f)
+}
+
+// observe registers f as a source of the asynchronous instrument inst
+// (named name), reported when f has a value.
+func (i *Instruments) observe(name string, inst metric.Int64Observable, f func(ctx context.Context) (int64, bool)) (metric.Registration, error) {
 	reg, err := i.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		if n, ok := f(ctx); ok {
-			o.ObserveInt64(i.Pending, n)
+			o.ObserveInt64(inst, n)
 		}
 		return nil
-	}, i.Pending)
+	}, inst)
 	if err != nil {
-		return nil, fmt.Errorf("telemetry: %s callback: %w", MetricConsumerPending, err)
+		return nil, fmt.Errorf("telemetry: %s callback: %w", name, err)
 	}
 	return reg, nil
 }
