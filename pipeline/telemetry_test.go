@@ -828,13 +828,7 @@ func TestTraceNoLeakUnderConcurrency(t *testing.T) {
 // backlog gauge reads 0, and rolecall.inflight is gone with the worker.
 func TestMetricsMixedBatch(t *testing.T) {
 	r := newTelRig(t, telConfig())
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	inst, err := telemetry.NewInstruments(mp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reader, inst := manualInstruments(t)
 	opt := r.options()
 	opt.Instruments = inst
 	var retried atomic.Bool
@@ -930,13 +924,7 @@ func TestMetricsMixedBatch(t *testing.T) {
 // once the worker has stopped.
 func TestMetricsInflight(t *testing.T) {
 	r := newTelRig(t, telConfig())
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	inst, err := telemetry.NewInstruments(mp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reader, inst := manualInstruments(t)
 	collect := func() (int64, bool) {
 		var rm metricdata.ResourceMetrics
 		if err := reader.Collect(context.Background(), &rm); err != nil {
@@ -1002,6 +990,20 @@ func inflightPoint(t *testing.T, rm metricdata.ResourceMetrics) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// manualInstruments are the worker's instruments on a meter provider
+// whose manual reader the test collects from.
+func manualInstruments(t *testing.T) (*sdkmetric.ManualReader, *telemetry.Instruments) {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	inst, err := telemetry.NewInstruments(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reader, inst
 }
 
 // metric finds the instrument name in rm and asserts its data type.
