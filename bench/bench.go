@@ -641,7 +641,8 @@ func (e *env) run(ctx context.Context, o Options, repeat int, l loop, tasks []ta
 
 	runtime.GC()
 	resetPeakRSS()
-	if o.CPUProfile != nil && repeat != warmUpRun {
+	// Warm-up and peak-search runs come with no CPUProfile.
+	if o.CPUProfile != nil {
 		stopProfile, err := startProfile(o.CPUProfile, l.name, repeat+1)
 		if err != nil {
 			return st, err
