@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -66,6 +67,28 @@ func TestLatencyOfSorts(t *testing.T) {
 		t.Errorf("latencyOf = %+v, want p50 20 and max 30 (ms)", l)
 	}
 }
+
+// TestReadUsageCountsGC: the runtime/metrics names the report's GC
+// figures come from are read (a name the runtime does not know would read
+// as zero, silently): a forced collection shows in both.
+func TestReadUsageCountsGC(t *testing.T) {
+	u0 := readUsage()
+	sink = make([]byte, 64<<20) // something for the collection to mark and sweep
+	runtime.GC()
+	sink = nil
+	u1 := readUsage()
+	if u1.gcCycles <= u0.gcCycles {
+		t.Errorf("GC cycles %d then %d across runtime.GC", u0.gcCycles, u1.gcCycles)
+	}
+	if u1.gcCPU <= u0.gcCPU {
+		t.Errorf("GC CPU %v then %v s across runtime.GC", u0.gcCPU, u1.gcCPU)
+	}
+	if u1.allocBytes-u0.allocBytes < 64<<20 {
+		t.Errorf("%d bytes allocated, want the 64 MiB made in between", u1.allocBytes-u0.allocBytes)
+	}
+}
+
+var sink []byte
 
 func TestParseMix(t *testing.T) {
 	cases := []struct {
