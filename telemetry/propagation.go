@@ -69,11 +69,9 @@ func ExtractTask(ctx context.Context, prop propagation.TextMapPropagator, header
 		(sc.IsValid() && !sc.Equal(trace.SpanContextFromContext(ctx))) {
 		return out
 	}
-	ext := propagation.MapCarrier{HeaderTraceParent: ceTraceParent}
-	if ceTraceState != "" {
-		ext[HeaderTraceState] = ceTraceState
-	}
-	return prop.Extract(out, ext)
+	// The two-value carrier, not a MapCarrier: a map per task showed in
+	// the worker's allocation profile.
+	return prop.Extract(out, &traceCarrier{parent: ceTraceParent, state: ceTraceState})
 }
 
 // Inject writes ctx's trace context into header (lowercase names) and returns

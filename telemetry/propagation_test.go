@@ -188,3 +188,17 @@ func TestInjectValuesEqualsInject(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkExtractTask is the worker's per-task extraction for a
+// structured-mode task: no trace headers, the parent in the extension.
+func BenchmarkExtractTask(b *testing.B) {
+	prop := telemetry.NewPropagator()
+	h := nats.Header{}
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx := telemetry.ExtractTask(context.Background(), prop, h, extParent, extState)
+		if !trace.SpanContextFromContext(ctx).IsValid() {
+			b.Fatal("no parent extracted")
+		}
+	}
+}
