@@ -144,6 +144,11 @@ type Stats struct {
 	// CPUPer1000 is the process's user+system CPU seconds per 1,000 tasks
 	// over the run (with an embedded server this includes the broker).
 	CPUPer1000 float64 `json:"cpu_seconds_per_1000_tasks"`
+	// SysCPUPer1000 is the system (kernel) part of CPUPer1000: with an
+	// embedded broker mostly the file store's and the loopback sockets'
+	// writes. It is the share that varies most between runs on a shared
+	// host, so it tells a slow phase of the host from a slower loop.
+	SysCPUPer1000 float64 `json:"sys_cpu_seconds_per_1000_tasks"`
 	// AllocsPerTask and AllocBytesPerTask are heap allocations of the
 	// whole process during the run divided by the tasks (runtime/metrics
 	// /gc/heap/allocs:objects and :bytes; an embedded broker's count too).
@@ -697,6 +702,7 @@ func (e *env) run(ctx context.Context, o Options, repeat int, l loop, tasks []ta
 
 	n := float64(len(tasks))
 	st.CPUPer1000 = (u1.cpu - u0.cpu).Seconds() / n * 1000
+	st.SysCPUPer1000 = (u1.sys - u0.sys).Seconds() / n * 1000
 	st.AllocsPerTask = float64(u1.allocs-u0.allocs) / n
 	st.AllocBytesPerTask = float64(u1.allocBytes-u0.allocBytes) / n
 	st.GCCycles = u1.gcCycles - u0.gcCycles

@@ -73,6 +73,9 @@ func TestLatencyOfSorts(t *testing.T) {
 // as zero, silently): a forced collection shows in both.
 func TestReadUsageCountsGC(t *testing.T) {
 	u0 := readUsage()
+	if u0.sys <= 0 || u0.sys > u0.cpu {
+		t.Errorf("system CPU %v, want a positive part of the %v total", u0.sys, u0.cpu)
+	}
 	sink = make([]byte, 64<<20) // something for the collection to mark and sweep
 	runtime.GC()
 	sink = nil

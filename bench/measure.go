@@ -53,6 +53,7 @@ func latencyOf(d []time.Duration) Latency {
 // usage is a point-in-time reading of the process's resource counters.
 type usage struct {
 	cpu        time.Duration // user + system
+	sys        time.Duration // system alone
 	allocs     uint64        // heap objects allocated since start
 	allocBytes uint64
 	gcCycles   uint64  // completed GC cycles
@@ -71,6 +72,7 @@ func readUsage() usage {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		u.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		u.sys = time.Duration(ru.Stime.Nano())
 	}
 	s := slices.Clone(usageSamples)
 	metrics.Read(s)

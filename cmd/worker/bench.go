@@ -144,11 +144,11 @@ func printReport(w io.Writer, r *bench.Report) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "loop\ttasks/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tCPU s/1k tasks\tGC µs/task\tallocs/task\tpeak RSS MiB\ttask B\toutcome B\t")
+	fmt.Fprintln(tw, "loop\ttasks/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tCPU s/1k tasks\tof it sys\tGC µs/task\tallocs/task\tpeak RSS MiB\ttask B\toutcome B\t")
 	row := func(s bench.Stats) {
-		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%.1f\t%.0f\t%.1f\t%d\t%d\t\n",
+		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.1f\t%.0f\t%.1f\t%d\t%d\t\n",
 			s.Loop, s.Throughput, s.Latency.P50, s.Latency.P90, s.Latency.P99, s.Latency.Max,
-			s.CPUPer1000, s.GCMicrosPerTask, s.AllocsPerTask, float64(s.PeakRSSBytes)/(1<<20), s.TaskBytes, s.OutcomeBytes)
+			s.CPUPer1000, s.SysCPUPer1000, s.GCMicrosPerTask, s.AllocsPerTask, float64(s.PeakRSSBytes)/(1<<20), s.TaskBytes, s.OutcomeBytes)
 	}
 	if r.Baseline != nil {
 		row(*r.Baseline)

@@ -60,7 +60,7 @@ func TestBenchText(t *testing.T) {
 	if code := run([]string{"bench", "--tasks", "40", "--concurrency", "1"}, nil, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
 	}
-	for _, want := range []string{"tasks/s", "p99 ms", "GC µs/task", "pipeline", "36 resolved, 4 failed, every task exactly one"} {
+	for _, want := range []string{"tasks/s", "p99 ms", "of it sys", "GC µs/task", "pipeline", "36 resolved, 4 failed, every task exactly one"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, stdout.String())
 		}
