@@ -405,7 +405,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 			// dead-letter path) produces the outcome.
 			w.log.ErrorContext(ctx, "panic while processing task", "task_id", inc.Task.TaskID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			span.SetStatus(codes.Error, "panic")
-			w.nak(ctx, msg, inc.Task.TaskID)
+			w.nak(ctx, msg, inc.Task.TaskID, deliveryCount(msg))
 			d = nil
 		}
 		if d == nil {
@@ -564,7 +564,7 @@ func (w *Worker) finish(d *delivery, ack *jetstream.PubAck, allocs *pool.Pool) {
 		if r := recover(); r != nil {
 			w.log.ErrorContext(ctx, "panic while finishing task", "task_id", d.taskID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			span.SetStatus(codes.Error, "panic")
-			w.nak(ctx, d.msg, d.taskID)
+			w.nak(ctx, d.msg, d.taskID, deliveryCount(d.msg))
 		}
 		if !released {
 			w.release(d)
@@ -625,8 +625,9 @@ func (w *Worker) retry(d *delivery, err error) {
 	if d.attrs != nil {
 		d.attrs = append(d.attrs, attribute.String(telemetry.AttrOutcome, telemetry.OutcomeRetry))
 	}
-	w.log.WarnContext(ctx, "transient fault; task will be redelivered", "task_id", d.taskID, "delivery", deliveryCount(d.msg), "error", err)
-	w.nak(ctx, d.msg, d.taskID)
+	n := deliveryCount(d.msg)
+	w.log.WarnContext(ctx, "transient fault; task will be redelivered", "task_id", d.taskID, "delivery", n, "error", err)
+	w.nak(ctx, d.msg, d.taskID, n)
 	if in := w.opt.Instruments; in != nil {
 		in.TaskDone(ctx, telemetry.OutcomeRetry, "")
 	}
@@ -777,9 +778,9 @@ func deliveryCount(msg jetstream.Msg) uint64 {
 	return 1
 }
 
-// nak asks for a redelivery after the backoff for this delivery.
-func (w *Worker) nak(ctx context.Context, msg jetstream.Msg, taskID string) {
-	if err := msg.NakWithDelay(w.cfg.backoff(int(deliveryCount(msg)))); err != nil {
+// nak asks for a redelivery after the backoff for delivery number n.
+func (w *Worker) nak(ctx context.Context, msg jetstream.Msg, taskID string, n uint64) {
+	if err := msg.NakWithDelay(w.cfg.backoff(int(n))); err != nil {
 		w.log.WarnContext(ctx, "nak failed; the task will be redelivered after ack_wait", "task_id", taskID, "error", err)
 	}
 }
