@@ -104,7 +104,7 @@ func TestKill9WorkerUnderLoad(t *testing.T) {
 // restarts them) and every task ends with exactly one outcome.
 func TestKill9NATSServerUnderLoad(t *testing.T) {
 	if testing.Short() {
-		t.Skip("10,000 tasks and two server kills; pipeline.TestTwoWorkersManyTasks is the in-process counterpart")
+		t.Skip("20,000 tasks and two server kills; pipeline.TestTwoWorkersManyTasks is the in-process counterpart")
 	}
 	// 20,000 tasks: with 5,000, the first worker sometimes answered a
 	// quarter of them while the second was starting; with 10,000, one
