@@ -47,29 +47,26 @@ type Instruments struct {
 	// allocate one either.
 	taskAttrs  sync.Map // taskKey -> []metric.AddOption
 	stageAttrs sync.Map // string -> []metric.RecordOption, other stages
-	// knownStages holds the options of the five stages, made up front:
-	// a task records five durations, and finding them by a string switch
-	// is cheaper than a sync.Map lookup.
-	knownStages [5][]metric.RecordOption
+	// knownStages holds the options of the stages in stageNames, made up
+	// front: a task records five durations, and scanning five names is
+	// cheaper than a sync.Map lookup.
+	knownStages [len(stageNames)][]metric.RecordOption
 }
+
+// stageNames are the stages a task records (DESIGN.md §8), in the order
+// of knownStages.
+var stageNames = [...]string{StageDecode, StageDiscover, StageResolve, StageMaterialize, StagePublish}
 
 func stageOption(stage string) []metric.RecordOption {
 	return []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String(MetricAttrStage, stage)))}
 }
 
-// knownStage is stage's index in knownStages, or -1.
+// knownStage is stage's index in stageNames, or -1.
 func knownStage(stage string) int {
-	switch stage {
-	case StageDecode:
-		return 0
-	case StageDiscover:
-		return 1
-	case StageResolve:
-		return 2
-	case StageMaterialize:
-		return 3
-	case StagePublish:
-		return 4
+	for i, s := range stageNames {
+		if s == stage {
+			return i
+		}
 	}
 	return -1
 }
@@ -80,8 +77,8 @@ type taskKey struct{ outcome, code string }
 func NewInstruments(mp metric.MeterProvider) (*Instruments, error) {
 	m := mp.Meter(ScopeName)
 	i := &Instruments{meter: m}
-	for _, st := range []string{StageDecode, StageDiscover, StageResolve, StageMaterialize, StagePublish} {
-		i.knownStages[knownStage(st)] = stageOption(st)
+	for k, st := range stageNames {
+		i.knownStages[k] = stageOption(st)
 	}
 	var err error
 	if i.Tasks, err = m.Int64Counter(MetricTasks,
