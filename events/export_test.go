@@ -43,19 +43,15 @@ func AppendFailedFastOnly(dst []byte, prefix string, meta OutcomeMeta, data *Fai
 
 // QuotedCached reports whether the quoted form of prompt's head (all but
 // its last block) is in the prompt table.
-func QuotedCached(prompt string) bool {
-	head := promptHead(prompt)
-	en := quotedTable[quotedHash(head)%quotedSlots].Load()
-	return en != nil && en.s == head
-}
+func QuotedCached(prompt string) bool { return ContentsCached(promptHead(prompt)) }
 
 var PromptHead = promptHead
 
 // ContentsCached reports whether the quoted contents of s itself are in
 // the prompt table (as a system message's preamble is kept).
 func ContentsCached(s string) bool {
-	if len(s) < quotedMinLen {
-		return false
+	if len(s) < quotedMinLen || len(s) > quotedMaxLen {
+		return false // never kept (contentsCached)
 	}
 	en := quotedTable[quotedHash(s)%quotedSlots].Load()
 	return en != nil && en.s == s
