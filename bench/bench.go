@@ -617,7 +617,6 @@ func (e *env) run(ctx context.Context, o Options, repeat int, l loop, tasks []ta
 	defer cancel()
 	cfg := l.cfg
 	st := Stats{Loop: l.name, Tasks: len(tasks), Load1: load1()}
-	profileDone := func() error { return nil }
 	if err := e.prepare(ctx, cfg); err != nil {
 		return st, err
 	}
@@ -646,16 +645,17 @@ func (e *env) run(ctx context.Context, o Options, repeat int, l loop, tasks []ta
 
 	runtime.GC()
 	resetPeakRSS()
-	// Warm-up and peak-search runs come with no CPUProfile.
+	// stopProfile ends the run's CPU profile, if it has one, once: when
+	// the measured window ends, or on an early return. Warm-up and
+	// peak-search runs come with no CPUProfile.
+	stopProfile := func() error { return nil }
 	if o.CPUProfile != nil {
-		stopProfile, err := startProfile(o.CPUProfile, l.name, repeat+1)
+		end, err := startProfile(o.CPUProfile, l.name, repeat+1)
 		if err != nil {
 			return st, err
 		}
-		// stopProfile is idempotent: called when the window ends, and
-		// here for an early return.
-		defer func() { _ = stopProfile() }()
-		profileDone = stopProfile
+		stopProfile = end
+		defer func() { _ = end() }()
 	}
 	u0 := readUsage()
 	stop, err := l.start(e.workerJS)
@@ -691,7 +691,7 @@ func (e *env) run(ctx context.Context, o Options, repeat int, l loop, tasks []ta
 		}
 	}
 	u1 := readUsage()
-	if err := profileDone(); err != nil {
+	if err := stopProfile(); err != nil {
 		return st, err
 	}
 	st.PeakRSSBytes = peakRSS()

@@ -174,29 +174,26 @@ func TestMixSequence(t *testing.T) {
 // must give, in both loops, preloaded and at an offered rate.
 func TestRunEveryTaskGetsAnOutcome(t *testing.T) {
 	cases := []struct {
-		name string
-		o    Options
+		name     string
+		o        Options
+		profiled bool // with a CPUProfile
 	}{
-		{"preloaded with baseline", Options{Tasks: 200, Concurrency: 2, Baseline: true}},
-		{"warmed up, with baseline, profiled", Options{Tasks: 100, Concurrency: 2, Baseline: true, Warmup: 50}},
-		{"binary mode at an offered rate", Options{Tasks: 100, Concurrency: 2, Rate: 2000, Binary: true}},
-		{"traced, failures only", Options{Tasks: 50, Concurrency: 1, Trace: true, Mix: Mix{0, 0, 0, 1}}},
-		{"tracing off and on, two repeats", Options{Tasks: 100, Concurrency: 2, CompareTracing: true, Repeat: 2}},
-		{"at half of the sustained peak, with baseline, profiled", Options{Tasks: 200, Concurrency: 2, PeakFraction: 0.5, Baseline: true}},
+		{"preloaded with baseline", Options{Tasks: 200, Concurrency: 2, Baseline: true}, false},
+		{"warmed up, with baseline, profiled", Options{Tasks: 100, Concurrency: 2, Baseline: true, Warmup: 50}, true},
+		{"binary mode at an offered rate", Options{Tasks: 100, Concurrency: 2, Rate: 2000, Binary: true}, false},
+		{"traced, failures only", Options{Tasks: 50, Concurrency: 1, Trace: true, Mix: Mix{0, 0, 0, 1}}, false},
+		{"tracing off and on, two repeats", Options{Tasks: 100, Concurrency: 2, CompareTracing: true, Repeat: 2}, false},
+		{"at half of the sustained peak, with baseline, profiled", Options{Tasks: 200, Concurrency: 2, PeakFraction: 0.5, Baseline: true}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var prog strings.Builder
 			c.o.Progress = &prog
-			var profiles map[string]*profileBuffer
-			var profiled []string // every profile asked for, in order
-			if strings.HasSuffix(c.name, "profiled") {
-				profiles = map[string]*profileBuffer{}
+			var profiles []*profileBuffer // every profile asked for
+			if c.profiled {
 				c.o.CPUProfile = func(loop string, repeat int) (io.WriteCloser, error) {
-					b := &profileBuffer{}
-					name := fmt.Sprintf("%s.%d", loop, repeat)
-					profiles[name] = b
-					profiled = append(profiled, name)
+					b := &profileBuffer{name: fmt.Sprintf("%s.%d", loop, repeat)}
+					profiles = append(profiles, b)
 					return b, nil
 				}
 			}
@@ -204,18 +201,20 @@ func TestRunEveryTaskGetsAnOutcome(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if profiles != nil {
+			if c.profiled {
 				// One profile per measured run, none for the warm-up runs
 				// or the peak search's (which would ask for pipeline.1
 				// again).
-				slices.Sort(profiled)
-				if want := []string{"baseline.1", "pipeline.1"}; !slices.Equal(profiled, want) {
-					t.Errorf("profiles asked for %v, want %v", profiled, want)
-				}
-				for name, b := range profiles {
+				var names []string
+				for _, b := range profiles {
+					names = append(names, b.name)
 					if !b.closed || !bytes.HasPrefix(b.Bytes(), []byte{0x1f, 0x8b}) {
-						t.Errorf("profile %s: closed %v, %d bytes: want a closed gzip'd pprof profile", name, b.closed, b.Len())
+						t.Errorf("profile %s: closed %v, %d bytes: want a closed gzip'd pprof profile", b.name, b.closed, b.Len())
 					}
+				}
+				slices.Sort(names)
+				if want := []string{"baseline.1", "pipeline.1"}; !slices.Equal(names, want) {
+					t.Errorf("profiles asked for %v, want %v", names, want)
 				}
 			}
 			for _, l := range []string{"pipeline", "baseline"} {
@@ -315,6 +314,7 @@ func TestRunEveryTaskGetsAnOutcome(t *testing.T) {
 // profileBuffer is a CPU profile's writer in memory.
 type profileBuffer struct {
 	bytes.Buffer
+	name   string // loop.repeat
 	closed bool
 }
 
