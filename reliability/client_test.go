@@ -442,8 +442,6 @@ func (l *publishLog) counts() (total, repeatedIDs int) {
 	return l.total, repeatedIDs
 }
 
-// consumerDeliveries is the tasks consumer's delivery count: its consumer
-// sequence grows by one per delivery, redeliveries included.
 // consumerInfo is the shared consumer's info.
 func (c *client) consumerInfo() (*jetstream.ConsumerInfo, error) {
 	ctx, cancel := ctxT(5 * time.Second)
@@ -465,6 +463,8 @@ func (c *client) consumerState() string {
 		info.NumPending, info.NumAckPending, info.NumWaiting, info.NumRedelivered, info.Delivered.Consumer)
 }
 
+// consumerDeliveries is the tasks consumer's delivery count: its consumer
+// sequence grows by one per delivery, redeliveries included.
 func (c *client) consumerDeliveries() uint64 {
 	c.t.Helper()
 	info, err := c.consumerInfo()

@@ -118,10 +118,10 @@ func TestKill9NATSServerUnderLoad(t *testing.T) {
 	srv := startNATS(t, "")
 	root := openDir(t)
 	c := connect(t, srv.url())
-	// The tasks are stored before the workers start, so that the kills
-	// land at the intended points: submitted while two workers consumed
-	// them, all 5,000 of the test's tasks then were sometimes answered before the client had read
-	// the count once (on a loaded CI machine).
+	// The tasks are stored before the workers start, so that the first
+	// kill lands at its intended point: when they were submitted while two
+	// workers consumed them, a loaded CI machine sometimes answered all
+	// 5,000 of them before the test had read the count once.
 	cfg := pipeline.DefaultConfig()
 	cfg.AckWait, cfg.Concurrency = 2*time.Second, 2
 	ctx, cancel := ctxT(10 * time.Second)
