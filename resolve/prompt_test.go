@@ -333,7 +333,8 @@ func TestTextArena(t *testing.T) {
 	}
 	preamble := "You are part of a fleet."
 	var arena resolve.TextArena
-	type text struct{ got, prompt, msg string }
+	// got is the arena's message; msg is a copy of the one composed alone.
+	type text struct{ got, msg string }
 	var texts []text
 	for i := range 40 { // 40 × ~2.4 KB: three blocks and more
 		in.Task.ExtraPrompt = ptr(fmt.Sprintf("Task %d: review the storage layer.", i))
@@ -348,7 +349,7 @@ func TestTextArena(t *testing.T) {
 		if got.PromptBody != want.PromptBody || msg != wantMsg {
 			t.Fatalf("task %d: the arena's prompt or message differs from one composed alone", i)
 		}
-		texts = append(texts, text{got: msg, prompt: strings.Clone(want.PromptBody), msg: strings.Clone(wantMsg)})
+		texts = append(texts, text{got: msg, msg: strings.Clone(wantMsg)})
 		if got.PromptBody != msg[len(msg)-len(got.PromptBody):] {
 			t.Fatalf("task %d: the prompt is not the message's tail", i)
 		}
