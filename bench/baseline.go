@@ -97,7 +97,7 @@ type baselineTask struct {
 
 // baselineLoop is the bare JetStream loop the pipeline is measured
 // against. It has the pipeline's shape — one pull iterator with the same
-// buffer feeding Concurrency goroutines, at most MaxInFlight tasks held,
+// pull options (pipeline.PullOptions: batch and heartbeat) feeding Concurrency goroutines, at most MaxInFlight tasks held,
 // asynchronous publish with the message id, one completion goroutine that
 // acks each task on its PubAck — and does none of rolecall's work: a
 // minimal encoding/json decode of the envelope, then the prepared outcome
@@ -127,7 +127,7 @@ type baselinePending struct {
 
 func runBaseline(ctx context.Context, js jetstream.JetStream, cons jetstream.Consumer, cfg pipeline.Config, tmpl [numKinds]outcomeTemplate) error {
 	cfg = cfg.WithDefaults()
-	iter, err := cons.Messages(jetstream.PullMaxMessages(cfg.FetchBatch))
+	iter, err := cons.Messages(pipeline.PullOptions(cfg.FetchBatch)...)
 	if err != nil {
 		return err
 	}

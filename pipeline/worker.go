@@ -250,8 +250,16 @@ type puller struct {
 	silent bool // a missing heartbeat was reported and no message came since
 }
 
+// PullOptions are the options a worker's pull iterator is made with: a
+// batch of batch messages and the heartbeat. The bench's bare loop uses
+// them too, so both loops pay for the same consumption (the heartbeat arms
+// a timer in every Next call).
+func PullOptions(batch int) []jetstream.PullMessagesOpt {
+	return []jetstream.PullMessagesOpt{jetstream.PullMaxMessages(batch), jetstream.PullHeartbeat(pullHeartbeat)}
+}
+
 func (w *Worker) messages(c jetstream.Consumer, batch int) (*puller, error) {
-	iter, err := c.Messages(jetstream.PullMaxMessages(batch), jetstream.PullHeartbeat(pullHeartbeat))
+	iter, err := c.Messages(PullOptions(batch)...)
 	if err != nil {
 		return nil, err
 	}
