@@ -125,3 +125,41 @@ func BenchmarkInputsDigest(b *testing.B) {
 		_ = resolve.InputsDigest(ref, in)
 	}
 }
+
+// BenchmarkPlanCasts is BenchmarkResolveSharedCasts plus the inputs
+// digest, finished from a plan as the worker does for a task whose
+// configuration it has seen: ResolveShared and InputsDigest side by side
+// first, then the plan's Resolve and InputsDigest with the task's extra
+// prompt.
+func BenchmarkPlanCasts(b *testing.B) {
+	in := benchInputs()
+	in.Task.Modes = []string{"mode03", "mode07"}
+	in.Task.ExtraPrompt = ptr("Design the storage layer for the audit stream (ticket T-1234).")
+	ref, arena := resolve.RoleName("role04"), new(resolve.TextArena)
+	const preamble = "You are part of a fleet."
+	b.Run("unplanned", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := resolve.ResolveShared(ref, in, preamble, arena); err != nil {
+				b.Fatal(err)
+			}
+			_ = resolve.InputsDigest(ref, in)
+		}
+	})
+	b.Run("planned", func(b *testing.B) {
+		plan := resolve.NewPlan(ref, in, preamble)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := plan.Resolve(in.Task.ExtraPrompt, arena); err != nil {
+				b.Fatal(err)
+			}
+			_ = plan.InputsDigest(in.Task.ExtraPrompt)
+		}
+	})
+	b.Run("new-plan", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = resolve.NewPlan(ref, in, preamble)
+		}
+	})
+}

@@ -424,19 +424,18 @@ func InputsDigest(ref RoleRef, in Inputs) string {
 }
 
 func (e canon) inputs(ref RoleRef, in Inputs) canon {
+	e = e.beforeExtra(ref, in)
+	e = e.optStr(in.Task.ExtraPrompt)
+	return e.afterExtra(in)
+}
+
+// beforeExtra is the canonical encoding of ref and in up to the task's
+// extra prompt, and afterExtra the rest after it: a Plan hashes the first
+// once and keeps the second, since only the extra prompt differs between
+// the tasks it serves.
+func (e canon) beforeExtra(ref RoleRef, in Inputs) canon {
 	e = e.str("rolecall.inputs.v1")
-	switch ref := ref.(type) {
-	case nil:
-		e = e.tag(tagNil)
-	case ExternalRef:
-		// e.str(ref.Token()) without building the token.
-		e = append(e, tagString)
-		e = e.uint(uint64(len(ExternalPrefix) + len(ref.Name)))
-		e = append(e, ExternalPrefix...)
-		e = append(e, ref.Name...)
-	default:
-		e = e.str(ref.Token())
-	}
+	e = e.ref(ref)
 	e = e.str(catalogDigest(in.Catalog))
 	e = e.str(PackDigest(in.Pack))
 	e = e.str(string(in.PackSelection))
@@ -460,18 +459,11 @@ func (e canon) inputs(ref RoleRef, in Inputs) canon {
 		e = e.optBool(p.Enabled)
 		e = e.str(p.Body)
 	}
-	t := in.Task
-	e = e.tag(tagStruct)
-	e = e.optStr(t.Model)
-	e = e.optStr(t.Effort)
-	e = e.strs(t.Modes)
-	e = e.optStr(t.ExtraPrompt)
-	e = e.strs(t.Tools)
-	e = e.policy(t.Permissions)
-	e = e.optBool(t.Yolo)
-	e = e.optBool(t.Bypass)
-	e = e.optBool(t.FastMode)
-	e = e.optBool(t.LionSystem)
+	return e.taskBeforeExtra(in.Task)
+}
+
+func (e canon) afterExtra(in Inputs) canon {
+	e = e.taskAfterExtra(in.Task)
 	d := in.Defaults
 	e = e.tag(tagStruct)
 	e = e.optStr(d.Model)
@@ -483,4 +475,48 @@ func (e canon) inputs(ref RoleRef, in Inputs) canon {
 	e = e.boolean(d.FastMode)
 	e = e.boolean(d.LionSystem)
 	return e.boolean(in.Policy.RejectLegacyProfiles)
+}
+
+// taskBeforeExtra and taskAfterExtra encode the task's overrides before
+// and after its extra prompt, for the digest and for AppendTaskKey alike.
+func (e canon) taskBeforeExtra(t TaskOverrides) canon {
+	e = e.tag(tagStruct)
+	e = e.optStr(t.Model)
+	e = e.optStr(t.Effort)
+	return e.strs(t.Modes)
+}
+
+func (e canon) taskAfterExtra(t TaskOverrides) canon {
+	e = e.strs(t.Tools)
+	e = e.policy(t.Permissions)
+	e = e.optBool(t.Yolo)
+	e = e.optBool(t.Bypass)
+	e = e.optBool(t.FastMode)
+	return e.optBool(t.LionSystem)
+}
+
+// AppendTaskKey appends to b the canonical encoding of ref and of every
+// override in t but its extra prompt: two tasks whose keys are equal ask
+// for the same resolution but for the prompt's last block, so against the
+// same catalog, pack, profile, defaults and policy they share a Plan.
+func AppendTaskKey(b []byte, ref RoleRef, t TaskOverrides) []byte {
+	e := canon(b).ref(ref)
+	e = e.taskBeforeExtra(t)
+	return e.taskAfterExtra(t)
+}
+
+// ref encodes a role reference as its token (nil as nil).
+func (e canon) ref(ref RoleRef) canon {
+	switch ref := ref.(type) {
+	case nil:
+		return e.tag(tagNil)
+	case ExternalRef:
+		// e.str(ref.Token()) without building the token.
+		e = append(e, tagString)
+		e = e.uint(uint64(len(ExternalPrefix) + len(ref.Name)))
+		e = append(e, ExternalPrefix...)
+		return append(e, ref.Name...)
+	default:
+		return e.str(ref.Token())
+	}
 }

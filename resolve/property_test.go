@@ -30,8 +30,11 @@ var (
 	poolRoles    = []string{"architect", "reviewer", "scout"}
 	poolModes    = []string{"fast", "slow", "systematic", "premortem", "socratic"}
 	poolProfiles = []string{"tuned", "ghostwriter", "architect"}
-	poolTexts    = []string{"", " ", "\n\n", "Body text.", "  Padded block.\n\n", "Line one.\n\nLine two.", "ünïcode ✓"}
-	poolLines    = []string{"Decide.", "Do not merge.", "Escalate on conflict.", "Ask first."}
+	// The long text puts a profile's body over the length at which a
+	// Plan keeps the digest's hash state (resolve.cloneMin).
+	poolTexts = []string{"", " ", "\n\n", "Body text.", "  Padded block.\n\n", "Line one.\n\nLine two.", "ünïcode ✓",
+		strings.Repeat("A long profile body, sentence after sentence. ", 30)}
+	poolLines = []string{"Decide.", "Do not merge.", "Escalate on conflict.", "Ask first."}
 )
 
 // rare is true for about one draw in n+1 (more often while shrinking).
@@ -678,6 +681,54 @@ func TestPropertyResolveShared(t *testing.T) {
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("scribbling a clone changed the result it was cloned from (-before +after):\n%s", diff)
+		}
+	})
+}
+
+// TestPropertyPlan: a plan made with any extra prompt (it is not read)
+// and finished with the task's gives ResolveShared's result, message and
+// error, and InputsDigest's digest; neither step changes the inputs.
+func TestPropertyPlan(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		sc := genScenario.Draw(t, "scenario")
+		preamble := rapid.SampledFrom([]string{"", "You are part of a fleet."}).Draw(t, "preamble")
+		var arena *resolve.TextArena
+		if rapid.Bool().Draw(t, "arena") {
+			arena = sharedArena
+		}
+		before := deepCopy(sc.in)
+		want, wantMsg, wantErr := resolve.ResolveShared(sc.ref, sc.in, preamble, arena)
+		planIn := sc.in
+		planIn.Task.ExtraPrompt = drawOptString(t, "plan.extra", "", "Another task's instructions.")
+		plan := resolve.NewPlan(sc.ref, planIn, preamble)
+		got, msg, err := plan.Resolve(sc.in.Task.ExtraPrompt, arena)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("result differs from ResolveShared's (-ResolveShared +plan):\n%s", diff)
+		}
+		if diff := cmp.Diff(wantErr, err); diff != "" {
+			t.Fatalf("error differs from ResolveShared's:\n%s", diff)
+		}
+		if diff := cmp.Diff(wantErr, plan.Err()); diff != "" {
+			t.Fatalf("Err differs from ResolveShared's error:\n%s", diff)
+		}
+		if msg != wantMsg {
+			t.Fatalf("message %q, want %q", msg, wantMsg)
+		}
+		if err == nil {
+			// The task's extra prompt and others: one plan serves them all.
+			for _, extra := range []*string{sc.in.Task.ExtraPrompt, nil, ptr(""), ptr("Fix ticket 7.")} {
+				in := sc.in
+				in.Task.ExtraPrompt = extra
+				if d, want := plan.InputsDigest(extra), resolve.InputsDigest(sc.ref, in); d != want {
+					t.Fatalf("digest %s, want InputsDigest's %s (extra prompt %v, hash state kept: %v)", d, want, extra, resolve.PlanKeepsState(plan))
+				}
+			}
+			if tail := msg[len(msg)-len(got.PromptBody):]; len(got.PromptBody) > 0 && unsafe.StringData(tail) != unsafe.StringData(got.PromptBody) {
+				t.Fatalf("prompt body is not the message's tail in memory")
+			}
+		}
+		if diff := cmp.Diff(before, sc.in); diff != "" {
+			t.Fatalf("the plan mutated its inputs (-before +after):\n%s", diff)
 		}
 	})
 }

@@ -1,0 +1,135 @@
+package resolve
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"hash"
+	"strings"
+)
+
+// A Plan is a resolution of everything but the task's extra prompt. The
+// extra prompt is the one input that differs between most tasks of a
+// fleet, and it decides only the prompt's last block (DESIGN.md §3): every
+// other field, every failure and every source comes from the rest of the
+// inputs. So a caller that resolves many tasks against one snapshot can
+// make the plan once per distinct rest and finish it per task, for the
+// same result as ResolveShared and the same digest as InputsDigest. A Plan
+// is immutable and safe for concurrent use.
+type Plan struct {
+	err error
+	// out is the resolution without the extra prompt, shared as
+	// ResolveShared's result is; message is its system message.
+	out     ResolvedAgentSpec
+	message string
+	head    string // MessageHead: what message puts before the body
+	replace bool   // a replacement identity: the extra prompt is no overlay
+	// before and after are the canonical encoding of the inputs up to and
+	// after the extra prompt; state is the SHA-256 state after before,
+	// kept when before is long enough for that to pay (see cloneMin).
+	before []byte
+	after  []byte
+	state  hash.Cloner
+}
+
+// cloneMin is the shortest encoding before the extra prompt whose hash
+// state a plan keeps. Finishing a cloned state costs three allocations
+// and the hash's interface (what is written through it escapes), about
+// what hashing 1 KB costs; a shorter prefix is hashed again per task
+// with the rest, in one call on the stack. An inline profile's body puts
+// a task over it, a casts task without one stays under.
+const cloneMin = 1 << 10
+
+// NewPlan resolves ref and in as ResolveShared does, leaving out
+// in.Task.ExtraPrompt (it may be set; it is not read). The plan holds
+// lists and maps of in, like ResolveShared's result: neither may be
+// modified while the plan is in use. A failing resolution is a plan too:
+// its Err, and its Resolve, return the error.
+func NewPlan(ref RoleRef, in Inputs, preamble string) *Plan {
+	in.Task.ExtraPrompt = nil
+	r := resolution{preamble: preamble, shared: true}
+	if err := r.run(ref, in); err != nil {
+		return &Plan{err: err}
+	}
+	// Both encodings are built on the stack and copied once: grown from
+	// nil they took a dozen allocations.
+	var mem [inputsBuf]byte
+	p := &Plan{
+		out:     r.out,
+		message: r.message,
+		head:    r.head(),
+		replace: r.replace,
+		before:  bytes.Clone(canon(mem[:0]).beforeExtra(ref, in)),
+		after:   bytes.Clone(canon(mem[:0]).afterExtra(in)),
+	}
+	if len(p.before) >= cloneMin {
+		h := sha256.New()
+		_, _ = h.Write(p.before)
+		// Not a Cloner only with GOFIPS140=v1.0.0: then the whole
+		// encoding is hashed per task.
+		p.state, _ = h.(hash.Cloner)
+	}
+	return p
+}
+
+// Err is the resolution's failure, or nil.
+func (p *Plan) Err() error { return p.err }
+
+// Resolve finishes the plan with the task's extra prompt: it returns what
+// ResolveShared(ref, in, preamble, arena) returns for the plan's ref,
+// preamble and inputs with in.Task.ExtraPrompt = extra. The result shares
+// lists with the plan and its inputs, and must only be read.
+func (p *Plan) Resolve(extra *string, arena *TextArena) (ResolvedAgentSpec, string, error) {
+	if p.err != nil {
+		return ResolvedAgentSpec{}, "", p.err
+	}
+	var x string
+	if extra != nil {
+		x = strings.TrimSpace(*extra)
+	}
+	if x == "" {
+		return p.out, p.message, nil
+	}
+	out := p.out
+	// The extra prompt is the body's last block: the planned body (its
+	// blocks already trimmed and joined) and x as one more block.
+	body := out.PromptBody
+	var w blockWriter
+	w.head(arena, p.head, len(body)+len(BlockSeparator)+len(x))
+	w.write(body)
+	w.block(x)
+	var message string
+	out.PromptBody, message = w.result()
+	if !p.replace {
+		// ...and, for a casts identity, the last overlay.
+		overlays := make([]string, len(out.PromptOverlays)+1)
+		copy(overlays, out.PromptOverlays)
+		overlays[len(overlays)-1] = x
+		out.PromptOverlays = overlays
+	}
+	return out, message, nil
+}
+
+// InputsDigest is InputsDigest(ref, in) for the plan's ref and inputs
+// with in.Task.ExtraPrompt = extra.
+func (p *Plan) InputsDigest(extra *string) string {
+	if p.state != nil {
+		if h, err := p.state.Clone(); err == nil {
+			// Sized exactly: what goes through hash.Hash's Write escapes,
+			// so a stack array would be moved to the heap at its size.
+			n := 1 + len(p.after)
+			if extra != nil {
+				n += 8 + len(*extra)
+			}
+			_, _ = h.Write(append(canon(make([]byte, 0, n)).optStr(extra), p.after...))
+			var sum [sha256.Size]byte
+			var out [len(DigestPrefix) + 2*sha256.Size]byte
+			copy(out[:], DigestPrefix)
+			hex.Encode(out[len(DigestPrefix):], h.Sum(sum[:0]))
+			return string(out[:])
+		}
+	}
+	var mem [inputsBuf]byte
+	e := append(canon(mem[:0]), p.before...)
+	return append(e.optStr(extra), p.after...).digest()
+}
