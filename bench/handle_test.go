@@ -141,6 +141,11 @@ func TestHandleMatchesOracle(t *testing.T) {
 		`{"task_id":"T-6","role":"architect","pack":"team","modes":[],"overrides":{"tools":[]}}`, // explicit empty lists
 		`{"task_id":"T-7","role":"external:bench-scribe","modes":["fast"]}`,                      // modes_on_replacement
 		`{"task_id":"T-8","role":"architect","overrides":{"lion_system":false,"effort":"low"}}`,
+		// Pairs that differ only in what a plan is scoped by besides the
+		// task: the profile, and who chose the pack (the same one).
+		`{"task_id":"T-9","role":"architect","pack":"team","overrides":{"extra_prompt":"One."}}`,
+		`{"task_id":"T-10","role":"architect","pack":"team","profile":"bench-house-style","overrides":{"extra_prompt":"Two."}}`,
+		`{"task_id":"T-11","role":"architect","overrides":{"extra_prompt":"Three."}}`,
 	} {
 		h, body, err := events.EncodeTask(taskSource, fmt.Sprint("extra-", i), []byte(data), "", "", false)
 		if err != nil {
@@ -148,18 +153,33 @@ func TestHandleMatchesOracle(t *testing.T) {
 		}
 		tasks = append(tasks, task{id: data, header: h, body: body})
 	}
-	for _, tk := range tasks {
-		inc, err := events.DecodeTask(tk.header, tk.body, events.DecodeOptions{})
-		if err != nil {
-			t.Fatalf("%s: %v", tk.id, err)
+	// One Plans and one arena serve every task, twice over, as a
+	// processing goroutine's do: the bench's tasks of a kind differ only
+	// in their extra prompts, so most are finished from an earlier task's
+	// plan; the second round also sees a new snapshot of the same files.
+	var plans pipeline.Plans
+	var arena resolve.TextArena
+	for round := range 2 {
+		if round == 1 {
+			snap = testSnapshot(t)
 		}
-		want := oracleHandle(snap, inc.Task, inc.Ref)
-		got := pipeline.Handle(snap, inc.Task, inc.Ref, nil)
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("%s: Handle (-oracle +got):\n%s", tk.id, diff)
-		}
-		if got.Resolved == nil && got.Failure == nil {
-			t.Errorf("%s: neither resolved nor failed", tk.id)
+		for _, tk := range tasks {
+			inc, err := events.DecodeTask(tk.header, tk.body, events.DecodeOptions{})
+			if err != nil {
+				t.Fatalf("%s: %v", tk.id, err)
+			}
+			want := oracleHandle(snap, inc.Task, inc.Ref)
+			got := pipeline.Handle(snap, inc.Task, inc.Ref, nil)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s: Handle (-oracle +got):\n%s", tk.id, diff)
+			}
+			if got.Resolved == nil && got.Failure == nil {
+				t.Errorf("%s: neither resolved nor failed", tk.id)
+			}
+			planned := pipeline.HandleIn(&arena, &plans, snap, inc.Task, inc.Ref, nil)
+			if diff := cmp.Diff(want, planned); diff != "" {
+				t.Errorf("round %d, %s: HandleIn with plans (-oracle +got):\n%s", round, tk.id, diff)
+			}
 		}
 	}
 }
@@ -186,12 +206,18 @@ func TestHandleLeavesSnapshotAsLoaded(t *testing.T) {
 		t.Fatal(err)
 	}
 	resolved := 0
-	for _, tk := range tasks {
+	// Half the tasks are finished from plans, whose results share the
+	// snapshot too.
+	var plans pipeline.Plans
+	for i, tk := range tasks {
 		inc, err := events.DecodeTask(tk.header, tk.body, events.DecodeOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		o := pipeline.Handle(snap, inc.Task, inc.Ref, nil)
+		if i%2 == 1 {
+			o = pipeline.HandleIn(nil, &plans, snap, inc.Task, inc.Ref, nil)
+		}
 		meta := events.OutcomeMeta{ID: tk.outID, TaskID: inc.Task.TaskID, CausationID: inc.ID, Time: time.Now()}
 		if o.Resolved != nil {
 			resolved++

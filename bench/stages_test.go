@@ -113,7 +113,7 @@ func BenchmarkStages(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			d := &dec[i%len(dec)]
-			_ = pipeline.HandleIn(&arena, snap, d.inc.Task, d.inc.Ref, nil)
+			_ = pipeline.HandleIn(&arena, nil, snap, d.inc.Task, d.inc.Ref, nil)
 			i++
 		}
 	})

@@ -56,13 +56,14 @@ func (noObserver) StageEnd(resolve.Stage, error) {}
 // modifying it would change the configuration every later task resolves
 // against. ResolvedAgentSpec.Clone gives a copy to change.
 func Handle(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, observe Observer) Outcome {
-	return HandleIn(nil, snap, task, ref, observe)
+	return HandleIn(nil, nil, snap, task, ref, observe)
 }
 
-// HandleIn is Handle with the prompt text carved from arena (when not
-// nil; see resolve.TextArena): the worker gives each processing goroutine
-// one.
-func HandleIn(arena *resolve.TextArena, snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, observe Observer) Outcome {
+// HandleIn is Handle with the prompt text carved from arena and the
+// resolution finished from a plan in plans (each when not nil; see
+// resolve.TextArena and Plans): the worker gives each processing
+// goroutine one of each. The outcome is Handle's either way.
+func HandleIn(arena *resolve.TextArena, plans *Plans, snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, observe Observer) Outcome {
 	if observe == nil {
 		observe = noObserver{}
 	}
@@ -87,7 +88,17 @@ func HandleIn(arena *resolve.TextArena, snap *discover.Snapshot, task events.Tas
 	observe.StageStart(resolve.StageResolve)
 	// The system message is composed with the prompt body, in one
 	// allocation: the outcome carries both.
-	spec, composed, err := resolve.ResolveShared(ref, in, snap.Preamble, arena)
+	var plan *resolve.Plan
+	var spec resolve.ResolvedAgentSpec
+	var composed string
+	if plans != nil {
+		plan = plans.plan(snap, ref, in)
+	}
+	if plan != nil {
+		spec, composed, err = plan.Resolve(in.Task.ExtraPrompt, arena)
+	} else {
+		spec, composed, err = resolve.ResolveShared(ref, in, snap.Preamble, arena)
+	}
 	observe.StageEnd(resolve.StageResolve, err)
 	if err != nil {
 		out.Failure = FailureFrom(&taskID, resolve.StageResolve, err)
@@ -104,11 +115,17 @@ func HandleIn(arena *resolve.TextArena, snap *discover.Snapshot, task events.Tas
 		out.Failure = FailureFrom(&taskID, resolve.StageMaterialize, err)
 		return out
 	}
+	digest := ""
+	if plan != nil {
+		digest = plan.InputsDigest(in.Task.ExtraPrompt)
+	} else {
+		digest = resolve.InputsDigest(ref, in)
+	}
 	out.Resolved = &events.ResolvedData{
 		TaskID:            taskID,
 		ResolvedAgentSpec: spec,
 		SystemMessage:     msg,
-		InputsDigest:      resolve.InputsDigest(ref, in),
+		InputsDigest:      digest,
 	}
 	return out
 }

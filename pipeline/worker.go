@@ -320,8 +320,9 @@ func (w *Worker) consumeTasks(ctx, work context.Context, c jetstream.Consumer) e
 			defer procs.Done()
 			// The goroutine's prompts are pieces of shared blocks.
 			var arena resolve.TextArena
+			var plans Plans
 			for m := range msgs {
-				if d := w.process(work, m, slots, &arena); d != nil {
+				if d := w.process(work, m, slots, &arena, &plans); d != nil {
 					pending <- d
 				}
 			}
@@ -394,7 +395,7 @@ type delivery struct {
 // process turns one task message into a published outcome whose PubAck is
 // still to come (the returned delivery), or finishes the task itself: a nak
 // when a transient fault prevents publishing (nil is returned then).
-func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan struct{}, arena *resolve.TextArena) (d *delivery) {
+func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan struct{}, arena *resolve.TextArena, plans *Plans) (d *delivery) {
 	start := time.Now()
 	var inc events.Incoming
 	w.alive.hold(msg, start)
@@ -455,7 +456,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 	} else {
 		snap := w.src.Snapshot()
 		dl.obs = stageObserver{w: w, ctx: ctx}
-		*out = HandleIn(arena, snap, inc.Task, inc.Ref, &dl.obs)
+		*out = HandleIn(arena, plans, snap, inc.Task, inc.Ref, &dl.obs)
 		if recording {
 			dl.attrs = append(dl.attrs, attribute.String(telemetry.AttrSnapshotDigest, snap.Digest))
 		}

@@ -1,0 +1,71 @@
+package pipeline
+
+import (
+	"github.com/rolecall/rolecall/discover"
+	"github.com/rolecall/rolecall/resolve"
+)
+
+// maxPlans bounds one goroutine's plans and the configurations it has
+// seen once: a worker serving more distinct task configurations than this
+// per snapshot starts over, and resolves each task in full until its
+// plans fill again.
+const maxPlans = 512
+
+// Plans keeps the resolve.Plans one processing goroutine has made from
+// the current snapshot, so that a task whose configuration an earlier
+// task had — all but its extra prompt, which most tasks of a fleet do not
+// share — is finished from the plan instead of resolved in full
+// (docs/DECISIONS.md). The result is the same either way
+// (bench.TestHandleMatchesOracle). A plan costs more to make than one
+// resolution, so a configuration gets one the second time it is seen: a
+// stream of distinct configurations pays for a key and a set entry per
+// task, not for plans it never uses again. A Plans serves one goroutine at
+// a time; its zero value is ready to use.
+type Plans struct {
+	snap *discover.Snapshot
+	// scopes is keyed by what else than the task a plan reads: the pack,
+	// the profile (the snapshot's own, so equal pointers are equal
+	// values) and who chose the pack; then by resolve.AppendTaskKey. The
+	// catalog, defaults, policy and preamble are the snapshot's.
+	scopes map[planScope]*scopePlans
+	n      int // plans and seen entries in scopes
+	key    []byte
+}
+
+type planScope struct {
+	pack      *resolve.Pack
+	profile   *resolve.ExternalProfile
+	selection resolve.PackSelection
+}
+
+type scopePlans struct {
+	plans map[string]*resolve.Plan
+	seen  map[string]struct{} // configurations seen once, without a plan
+}
+
+// plan is the plan for ref and in, made from snap (whose Inputs made in),
+// or nil the first time their configuration is seen.
+func (c *Plans) plan(snap *discover.Snapshot, ref resolve.RoleRef, in resolve.Inputs) *resolve.Plan {
+	if c.snap != snap || c.n >= maxPlans {
+		c.snap, c.scopes, c.n = snap, map[planScope]*scopePlans{}, 0
+	}
+	scope := planScope{in.Pack, in.Profile, in.PackSelection}
+	c.key = resolve.AppendTaskKey(c.key[:0], ref, in.Task)
+	sp := c.scopes[scope]
+	if sp == nil {
+		sp = &scopePlans{plans: map[string]*resolve.Plan{}, seen: map[string]struct{}{}}
+		c.scopes[scope] = sp
+	}
+	if p, ok := sp.plans[string(c.key)]; ok {
+		return p
+	}
+	if _, ok := sp.seen[string(c.key)]; !ok {
+		sp.seen[string(c.key)] = struct{}{}
+		c.n++
+		return nil
+	}
+	delete(sp.seen, string(c.key))
+	p := resolve.NewPlan(ref, in, snap.Preamble)
+	sp.plans[string(c.key)] = p
+	return p
+}

@@ -1,0 +1,90 @@
+package pipeline
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/rolecall/rolecall/discover"
+	"github.com/rolecall/rolecall/resolve"
+)
+
+// TestPlansKeyEveryInput: a Plans entry is found by the snapshot (the
+// catalog, defaults, policy and preamble are its), the scope (pack,
+// profile, pack selection) and resolve.AppendTaskKey (the role reference
+// and every task override but the extra prompt). An input added to
+// resolve.Inputs or resolve.TaskOverrides must be added to one of them,
+// or tasks that differ in it would share a plan; this test names the
+// fields each covers, so a new field fails it until it is placed.
+func TestPlansKeyEveryInput(t *testing.T) {
+	for _, c := range []struct {
+		typ  reflect.Type
+		want []string
+	}{
+		{reflect.TypeFor[resolve.Inputs](), []string{
+			"Catalog", "Defaults", "Policy", // the snapshot's
+			"Pack", "Profile", "PackSelection", // planScope
+			"Task", // AppendTaskKey
+		}},
+		{reflect.TypeFor[resolve.TaskOverrides](), []string{
+			"Model", "Effort", "Modes", "Tools", "Permissions", "Yolo", "Bypass", "FastMode", "LionSystem", // AppendTaskKey
+			"ExtraPrompt", // what the plan is finished with
+		}},
+		{reflect.TypeFor[planScope](), []string{"pack", "profile", "selection"}},
+	} {
+		var got []string
+		for f := range c.typ.Fields() {
+			got = append(got, f.Name)
+		}
+		slices.Sort(got)
+		want := slices.Sorted(slices.Values(c.want))
+		if !slices.Equal(got, want) {
+			t.Errorf("%s has fields %v; the plan key covers %v", c.typ, got, want)
+		}
+	}
+}
+
+// TestPlansStartOver: a new snapshot, or a full Plans, starts an empty
+// set of plans; within one snapshot an equal configuration finds its plan.
+func TestPlansStartOver(t *testing.T) {
+	load := func() *discover.Snapshot {
+		snap, err := discover.Load("../examples", discover.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	snap, other := load(), load()
+	ref := resolve.RoleName("architect")
+	in, err := snap.Inputs(discover.Request{Ref: ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c Plans
+	if c.plan(snap, ref, in) != nil {
+		t.Fatal("a configuration seen for the first time got a plan")
+	}
+	p := c.plan(snap, ref, in)
+	if p == nil {
+		t.Fatal("a configuration seen for the second time got no plan")
+	}
+	extra := "Another task's instructions."
+	in2 := in
+	in2.Task.ExtraPrompt = &extra
+	if c.plan(snap, ref, in2) != p || c.n != 1 {
+		t.Fatalf("a task differing only in its extra prompt did not find the plan (%d entries)", c.n)
+	}
+	in3 := in
+	in3.Task.Tools = []string{"read"}
+	if c.plan(snap, ref, in3) != nil || c.plan(snap, ref, in3) == p || c.n != 2 {
+		t.Fatalf("a task with other tools shared a plan (%d entries)", c.n)
+	}
+	if c.plan(other, ref, in) != nil || c.n != 1 {
+		t.Fatalf("a new snapshot kept the old plans (%d entries)", c.n)
+	}
+	c.plan(other, ref, in)
+	c.n = maxPlans
+	if c.plan(other, ref, in) != nil || c.n != 1 {
+		t.Fatalf("a full Plans kept its plans (%d entries)", c.n)
+	}
+}
