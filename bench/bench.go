@@ -61,6 +61,9 @@ type Options struct {
 	CompareTracing bool
 	// Binary sends tasks in binary content mode instead of structured.
 	Binary bool
+	// Distinct gives every task a configuration of its own (a tool named
+	// after it), so the worker never finishes a task from a plan.
+	Distinct bool
 	// Repeat runs baseline and pipeline this many times each (default 1);
 	// the summary is the median run of each.
 	Repeat int
@@ -182,6 +185,7 @@ type Report struct {
 	// CompareTracing: Traced and TracedRatio are set.
 	CompareTracing bool `json:"compare_tracing,omitempty"`
 	Binary         bool `json:"binary"`
+	Distinct       bool `json:"distinct_configs"`
 	Repeat         int  `json:"repeat"`
 	// WarmupTasks is the task count of each loop's unmeasured warm-up run.
 	WarmupTasks int `json:"warmup_tasks"`
@@ -244,12 +248,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep := &Report{
 		Peak:    peak,
 		Machine: machine(), Server: env.server, Tasks: o.Tasks, Concurrency: o.Concurrency,
-		Mix: o.Mix.String(), Rate: o.Rate, Trace: o.Trace, CompareTracing: o.CompareTracing, Binary: o.Binary, Repeat: o.Repeat,
+		Mix: o.Mix.String(), Rate: o.Rate, Trace: o.Trace, CompareTracing: o.CompareTracing, Binary: o.Binary, Distinct: o.Distinct, Repeat: o.Repeat,
 		WarmupTasks: o.Warmup,
 	}
 	var pipe, base, traced []Stats
 	for r := range o.Repeat {
-		tasks, err := buildTasks(o.Tasks, o.Mix, o.Binary, runID())
+		tasks, err := buildTasks(o.Tasks, o.Mix, o.Binary, o.Distinct, runID())
 		if err != nil {
 			return nil, err
 		}
@@ -315,7 +319,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 func (e *env) warmUp(ctx context.Context, o Options) error {
 	w := o
 	w.Tasks, w.Repeat, w.Rate, w.CPUProfile = o.Warmup, 1, 0, nil
-	tasks, err := buildTasks(w.Tasks, o.Mix, o.Binary, runID())
+	tasks, err := buildTasks(w.Tasks, o.Mix, o.Binary, o.Distinct, runID())
 	if err != nil {
 		return err
 	}

@@ -181,6 +181,7 @@ func TestRunEveryTaskGetsAnOutcome(t *testing.T) {
 		{"preloaded with baseline", Options{Tasks: 200, Concurrency: 2, Baseline: true}, false},
 		{"warmed up, with baseline, profiled", Options{Tasks: 100, Concurrency: 2, Baseline: true, Warmup: 50}, true},
 		{"binary mode at an offered rate", Options{Tasks: 100, Concurrency: 2, Rate: 2000, Binary: true}, false},
+		{"a configuration per task, with baseline", Options{Tasks: 100, Concurrency: 2, Baseline: true, Distinct: true}, false},
 		{"traced, failures only", Options{Tasks: 50, Concurrency: 1, Trace: true, Mix: Mix{0, 0, 0, 1}}, false},
 		{"tracing off and on, two repeats", Options{Tasks: 100, Concurrency: 2, CompareTracing: true, Repeat: 2}, false},
 		{"at half of the sustained peak, with baseline, profiled", Options{Tasks: 200, Concurrency: 2, PeakFraction: 0.5, Baseline: true}, true},

@@ -128,7 +128,7 @@ func testSnapshot(t testing.TB) *discover.Snapshot {
 // for the bench's task kinds and for tasks that fail at each stage.
 func TestHandleMatchesOracle(t *testing.T) {
 	snap := testSnapshot(t)
-	tasks, err := buildTasks(20, DefaultMix, false, "oracle")
+	tasks, err := buildTasks(20, DefaultMix, false, false, "oracle")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestHandleLeavesSnapshotAsLoaded(t *testing.T) {
 		return snap
 	}
 	snap, fresh := load(), load()
-	tasks, err := buildTasks(200, DefaultMix, false, "shared")
+	tasks, err := buildTasks(200, DefaultMix, false, false, "shared")
 	if err != nil {
 		t.Fatal(err)
 	}

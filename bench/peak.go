@@ -50,7 +50,7 @@ const peakSteps = 6
 // the offered load between 0 and it.
 func (e *env) findPeak(ctx context.Context, o Options) (*PeakSearch, error) {
 	run := func(rate float64) (Stats, error) {
-		tasks, err := buildTasks(o.Tasks, o.Mix, o.Binary, runID())
+		tasks, err := buildTasks(o.Tasks, o.Mix, o.Binary, o.Distinct, runID())
 		if err != nil {
 			return Stats{}, err
 		}

@@ -59,7 +59,7 @@ func TestSpanFloorHasTheWorkersShape(t *testing.T) {
 	if _, err := pipeline.Ensure(ctx, js, cfg); err != nil {
 		t.Fatal(err)
 	}
-	tasks, err := buildTasks(1, Mix{1, 0, 0, 0}, false, "floor")
+	tasks, err := buildTasks(1, Mix{1, 0, 0, 0}, false, false, "floor")
 	if err != nil {
 		t.Fatal(err)
 	}

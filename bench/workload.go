@@ -168,6 +168,22 @@ var taskData = [numKinds]string{
 	`{"task_id":%q,"role":"implementer","pack":"team","modes":["fast","slow"],"overrides":{"extra_prompt":"Fix ticket %s."}}`,
 }
 
+// distinctTool adds a tool named after the task to its overrides' tools
+// (a list of its own when it had none). The worker finishes a task from a
+// plan when an earlier task had its configuration — everything but the
+// extra prompt (pipeline.Plans); the default workload repeats four
+// configurations, as a fleet's planners repeat theirs, and this measures
+// the other end: a configuration per task, no plan ever used.
+func distinctTool(data, id string) string {
+	tool := `"tool-` + id + `"`
+	const tools = `"tools":[`
+	if i := strings.Index(data, tools); i >= 0 {
+		i += len(tools)
+		return data[:i] + tool + "," + data[i:]
+	}
+	return strings.Replace(data, `"overrides":{`, `"overrides":{`+tools+tool+`],`, 1)
+}
+
 // runID makes the events of one bench run distinct from any earlier run's
 // on the same server, so the specs stream's duplicate window never drops a
 // fresh outcome as a repeat of an old one.
@@ -179,14 +195,18 @@ func runID() string {
 
 // buildTasks encodes n task events with the mix, in structured or binary
 // content mode, each with its own W3C trace context as a planner would
-// send it.
-func buildTasks(n int, mix Mix, binary bool, run string) ([]task, error) {
+// send it. With distinct, every task also names a tool of its own, so no
+// two tasks share a configuration (see distinctTool).
+func buildTasks(n int, mix Mix, binary, distinct bool, run string) ([]task, error) {
 	seq := mix.sequence()
 	tasks := make([]task, n)
 	for i := range tasks {
 		k := seq[i%len(seq)]
 		id := fmt.Sprintf("%s-%07d", run, i)
 		data := fmt.Sprintf(taskData[k], "T-"+id, id)
+		if distinct {
+			data = distinctTool(data, id)
+		}
 		var tid [16]byte
 		var sid [8]byte
 		_, _ = rand.Read(tid[:])

@@ -52,9 +52,11 @@ func (noObserver) StageEnd(resolve.Stage, error) {}
 // worker and the offline `worker resolve` share it and give the same answer.
 //
 // The outcome is read-only: its resolved spec shares lists and maps with
-// the snapshot and the task (resolve.ResolveShared), as Inputs does, so
-// modifying it would change the configuration every later task resolves
-// against. ResolvedAgentSpec.Clone gives a copy to change.
+// the snapshot and the task (resolve.ResolveShared), as Inputs does, and
+// — finished from a plan (HandleIn) — with the plan and the earlier task
+// it was made for, so modifying it would change the configuration every
+// later task resolves against. ResolvedAgentSpec.Clone gives a copy to
+// change.
 func Handle(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, observe Observer) Outcome {
 	return HandleIn(nil, nil, snap, task, ref, observe)
 }

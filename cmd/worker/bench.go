@@ -32,6 +32,7 @@ type benchCmd struct {
 	Trace          bool          `help:"Trace with an always-sampling SDK tracer provider and a discarding exporter."`
 	CompareTracing bool          `help:"Run the pipeline untraced and traced (as --trace) back to back in each repeat and print what tracing costs."`
 	Binary         bool          `help:"Send tasks in binary content mode (ce-* headers) instead of structured."`
+	Distinct       bool          `name:"distinct-configs" help:"Give every task a configuration of its own (a tool named after it), so that no task is finished from another's plan."`
 	Repeat         int           `help:"Runs of each loop, alternating; the median run and the median of the pairs' ratios are reported (one pair's ratio swings by ±0.1 on a shared host)." default:"5"`
 	Warmup         int           `help:"Tasks of one unmeasured warm-up run of each loop before the measured runs, at most --tasks (0: none)." default:"20000"`
 	Purge          bool          `help:"With --nats: allow deleting the bench's streams if they exist on the server."`
@@ -51,7 +52,7 @@ func (c *benchCmd) Run(ctx context.Context, g *globals, kctx *kong.Context) erro
 	opts := bench.Options{
 		Tasks: c.Tasks, Concurrency: c.Concurrency, Mix: mix,
 		MaxAckPending: c.MaxAckPending, MaxInFlight: c.MaxInFlight, FetchBatch: c.FetchBatch, Baseline: c.Baseline,
-		Rate: c.Rate, PeakFraction: c.PeakFraction, Trace: c.Trace, CompareTracing: c.CompareTracing, Binary: c.Binary, Repeat: c.Repeat,
+		Rate: c.Rate, PeakFraction: c.PeakFraction, Trace: c.Trace, CompareTracing: c.CompareTracing, Binary: c.Binary, Distinct: c.Distinct, Repeat: c.Repeat,
 		Warmup: c.Warmup, URL: c.NATS, Purge: c.Purge, Timeout: c.Timeout, Progress: g.stderr,
 	}
 	if f, ok := g.stderr.(*os.File); ok && telemetry.IsTerminal(f) {
