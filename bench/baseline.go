@@ -97,9 +97,10 @@ type baselineTask struct {
 
 // baselineLoop is the bare JetStream loop the pipeline is measured
 // against. It has the pipeline's shape — one pull iterator with the same
-// pull options (pipeline.PullOptions: batch and heartbeat) feeding Concurrency goroutines, at most MaxInFlight tasks held,
-// asynchronous publish with the message id, one completion goroutine that
-// acks each task on its PubAck — and does none of rolecall's work: a
+// pull options (pipeline.PullOptions: batch and heartbeat) feeding
+// Concurrency goroutines, at most MaxInFlight tasks held, asynchronous
+// publish with the message id, one completion goroutine that acks each
+// task on its PubAck — and does none of rolecall's work: a
 // minimal encoding/json decode of the envelope, then the prepared outcome
 // bytes of the task's kind.
 func baselineLoop(o Options, tmpl [numKinds]outcomeTemplate) loop {

@@ -117,7 +117,7 @@ func HandleIn(arena *resolve.TextArena, plans *Plans, snap *discover.Snapshot, t
 		out.Failure = FailureFrom(&taskID, resolve.StageMaterialize, err)
 		return out
 	}
-	digest := ""
+	var digest string
 	if plan != nil {
 		digest = plan.InputsDigest(in.Task.ExtraPrompt)
 	} else {

@@ -23,7 +23,7 @@ const maxPlans = 512
 // a time; its zero value is ready to use.
 type Plans struct {
 	snap *discover.Snapshot
-	// scopes is keyed by what else than the task a plan reads: the pack,
+	// scopes is keyed by what a plan reads besides the task: the pack,
 	// the profile (the snapshot's own, so equal pointers are equal
 	// values) and who chose the pack; then by resolve.AppendTaskKey. The
 	// catalog, defaults, policy and preamble are the snapshot's.
