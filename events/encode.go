@@ -100,6 +100,24 @@ type OutcomeMeta struct {
 	// DataSchemaBase prefixes the schema file name in dataschema; ""
 	// means DefaultDataSchemaBase.
 	DataSchemaBase string
+	// Fixed, when not nil, keeps the encoding of a resolved outcome's
+	// fixed fields (see FixedFields) for the next outcome of the same plan.
+	Fixed *FixedFields
+}
+
+// FixedFields holds the encoded form of the resolved fields that are the
+// same in every result of one resolve.Plan: all but the task id, the
+// prompt body, the prompt overlays, the system message and the inputs
+// digest (Plan.Resolve changes only the prompt's last block). The first
+// AppendResolved given it fills it; later ones copy its bytes instead of
+// encoding those fields again. The caller guarantees that every outcome
+// encoded with one FixedFields comes from one plan. Its zero value is
+// ready to use; it serves one goroutine at a time.
+type FixedFields struct {
+	// head is from ,"identity": through the prompt_disposition value;
+	// mid from ,"grant_role_emissions": through the diagnostics.
+	head, mid []byte
+	filled    bool
 }
 
 // validatedSources caches ValidateSource for the few sources a process
@@ -270,6 +288,7 @@ func encodeOutcome(dst []byte, typ, schema string, meta OutcomeMeta, data any, e
 		dataSchema: orDefault(meta.DataSchemaBase, DefaultDataSchemaBase), schemaFile: schema, time: meta.Time,
 		causationID: meta.CausationID, taskID: meta.TaskID,
 		traceParent: meta.TraceParent, traceState: meta.TraceState,
+		fixed: meta.Fixed,
 	}
 	if meta.TraceParent == "" {
 		ev.traceState = ""

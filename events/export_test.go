@@ -65,3 +65,6 @@ var (
 	DecodeTaskDataSlow = decodeTaskDataSlow
 	DecodeTaskDataFast = decodeTaskDataFast
 )
+
+// FixedFilled reports whether f holds encoded fields.
+func FixedFilled(f *FixedFields) bool { return f.filled }

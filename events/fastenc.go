@@ -43,7 +43,8 @@ var errFastDeferred = errors.New("events: the fast encoder defers to the reflect
 // value holds something only the reflection encoder reproduces exactly;
 // the buffer is then garbage and must be discarded.
 type fastEncoder struct {
-	bad bool
+	bad   bool
+	fixed *FixedFields // see OutcomeMeta.Fixed
 }
 
 // maxEncDepth bounds the nesting the hand-written path follows in
@@ -406,38 +407,33 @@ func (e *fastEncoder) diagnostics(b []byte, ds []resolve.Diagnostic) []byte {
 func (e *fastEncoder) resolved(b []byte, d *ResolvedData) []byte {
 	s := &d.ResolvedAgentSpec
 	b = e.str(append(b, `{"task_id":`...), d.TaskID)
-	b = e.str(append(b, `,"identity":{"kind":`...), string(s.Identity.Kind))
-	b = e.str(append(b, `,"name":`...), s.Identity.Name)
-	b = e.strings(append(b, `,"modes":`...), s.Identity.Modes)
-	b = e.str(append(b, `},"pack":{"name":`...), s.Pack.Name)
-	b = e.str(append(b, `,"digest":`...), s.Pack.Digest)
-	b = boolean(append(b, `},"active":`...), s.Active)
-	b = e.str(append(b, `,"model":`...), s.Model)
-	b = e.strPtr(append(b, `,"effort":`...), s.Effort)
-	b = e.strings(append(b, `,"tools":`...), s.Tools)
-	b = e.policy(append(b, `,"permissions":`...), s.Permissions)
-	b = boolean(append(b, `,"yolo":`...), s.Yolo)
-	b = boolean(append(b, `,"bypass":`...), s.Bypass)
-	b = boolean(append(b, `,"fast_mode":`...), s.FastMode)
-	b = boolean(append(b, `,"lion_system":`...), s.LionSystem)
-	b = e.str(append(b, `,"prompt_disposition":`...), string(s.PromptDisposition))
+	f := e.fixed
+	if f != nil && f.filled {
+		b = append(b, f.head...)
+	} else {
+		start := len(b)
+		b = e.fixedHead(b, s)
+		if f != nil {
+			f.head = append(f.head[:0], b[start:]...)
+		}
+	}
 	b = append(b, `,"prompt_body":`...)
 	bodyStart := len(b)
 	b = e.strCached(b, s.PromptBody)
 	bodyEnd := len(b)
 	b = e.strings(append(b, `,"prompt_overlays":`...), s.PromptOverlays)
-	b = boolean(append(b, `,"grant_role_emissions":`...), s.GrantRoleEmission)
-	b = e.strings(append(b, `,"emits":`...), s.Emits)
-	b = e.object(append(b, `,"artifact_defaults":`...), s.ArtifactDefaults, 1)
-	b = append(b, `,"timeout":`...)
-	if s.Timeout == nil {
-		b = append(b, "null"...)
+	if f != nil && f.filled {
+		b = append(b, f.mid...)
 	} else {
-		b = strconv.AppendInt(b, int64(*s.Timeout), 10)
+		start := len(b)
+		b = e.fixedMid(b, s)
+		if f != nil {
+			f.mid = append(f.mid[:0], b[start:]...)
+			// Kept only when all of it was written here: an invalid
+			// string sends the whole outcome to the reflection encoder.
+			f.filled = !e.bad
+		}
 	}
-	b = boolean(append(b, `,"resume_on_timeout":`...), s.ResumeOnTimeout)
-	b = e.sources(append(b, `,"sources":`...), &s.Sources)
-	b = e.diagnostics(append(b, `,"diagnostics":`...), s.Diagnostics)
 	b = append(b, `,"system_message":`...)
 	// A string's quoted form is the concatenation of its parts' when each
 	// part is valid UTF-8 (escaping is per rune); a valid body cannot
@@ -453,6 +449,42 @@ func (e *fastEncoder) resolved(b []byte, d *ResolvedData) []byte {
 	}
 	b = e.str(append(b, `,"inputs_digest":`...), d.InputsDigest)
 	return append(b, '}')
+}
+
+// fixedHead and fixedMid write the fields of a resolved spec that every
+// result of one plan shares (see FixedFields): those before the prompt
+// body, and those between the prompt overlays and the system message.
+func (e *fastEncoder) fixedHead(b []byte, s *resolve.ResolvedAgentSpec) []byte {
+	b = e.str(append(b, `,"identity":{"kind":`...), string(s.Identity.Kind))
+	b = e.str(append(b, `,"name":`...), s.Identity.Name)
+	b = e.strings(append(b, `,"modes":`...), s.Identity.Modes)
+	b = e.str(append(b, `},"pack":{"name":`...), s.Pack.Name)
+	b = e.str(append(b, `,"digest":`...), s.Pack.Digest)
+	b = boolean(append(b, `},"active":`...), s.Active)
+	b = e.str(append(b, `,"model":`...), s.Model)
+	b = e.strPtr(append(b, `,"effort":`...), s.Effort)
+	b = e.strings(append(b, `,"tools":`...), s.Tools)
+	b = e.policy(append(b, `,"permissions":`...), s.Permissions)
+	b = boolean(append(b, `,"yolo":`...), s.Yolo)
+	b = boolean(append(b, `,"bypass":`...), s.Bypass)
+	b = boolean(append(b, `,"fast_mode":`...), s.FastMode)
+	b = boolean(append(b, `,"lion_system":`...), s.LionSystem)
+	return e.str(append(b, `,"prompt_disposition":`...), string(s.PromptDisposition))
+}
+
+func (e *fastEncoder) fixedMid(b []byte, s *resolve.ResolvedAgentSpec) []byte {
+	b = boolean(append(b, `,"grant_role_emissions":`...), s.GrantRoleEmission)
+	b = e.strings(append(b, `,"emits":`...), s.Emits)
+	b = e.object(append(b, `,"artifact_defaults":`...), s.ArtifactDefaults, 1)
+	b = append(b, `,"timeout":`...)
+	if s.Timeout == nil {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, int64(*s.Timeout), 10)
+	}
+	b = boolean(append(b, `,"resume_on_timeout":`...), s.ResumeOnTimeout)
+	b = e.sources(append(b, `,"sources":`...), &s.Sources)
+	return e.diagnostics(append(b, `,"diagnostics":`...), s.Diagnostics)
 }
 
 // failure writes FailureData as normalizedFailure(d) would be written.
@@ -489,7 +521,7 @@ func (e *fastEncoder) data(b []byte, v any) []byte {
 // appendFast writes the event as appendTo does, with the hand-written
 // data encoder, appending to b[:0]; false means appendTo must be used.
 func (ev *outEvent) appendFast(b []byte, data any) ([]byte, bool) {
-	var e fastEncoder
+	e := fastEncoder{fixed: ev.fixed}
 	b = e.str(append(b[:0], `{"specversion":"`+SpecVersion+`","id":`...), ev.id)
 	b = e.str(append(b, `,"source":`...), ev.source)
 	b = e.str(append(b, `,"type":`...), ev.typ)

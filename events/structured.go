@@ -26,6 +26,8 @@ type outEvent struct {
 	time                   time.Time
 	// Extensions, written only when non-empty.
 	causationID, taskID, traceParent, traceState string
+	// fixed is OutcomeMeta.Fixed, for the fast encoder.
+	fixed *FixedFields
 }
 
 var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}

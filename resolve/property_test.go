@@ -715,6 +715,14 @@ func TestPropertyPlan(t *testing.T) {
 			t.Fatalf("message %q, want %q", msg, wantMsg)
 		}
 		if err == nil {
+			// Two results of one plan differ in the prompt body and the
+			// overlays alone (events.FixedFields relies on it).
+			other, _, _ := plan.Resolve(ptr("Fix ticket 7."), nil)
+			a, b := got, other
+			a.PromptBody, a.PromptOverlays, b.PromptBody, b.PromptOverlays = "", nil, "", nil
+			if diff := cmp.Diff(a, b); diff != "" {
+				t.Fatalf("results of one plan differ beyond the prompt body and overlays (-task's +another's):\n%s", diff)
+			}
 			// The task's extra prompt and others: one plan serves them all.
 			for _, extra := range []*string{sc.in.Task.ExtraPrompt, nil, ptr(""), ptr("Fix ticket 7.")} {
 				in := sc.in
