@@ -69,6 +69,9 @@ func HandleIn(arena *resolve.TextArena, plans *Plans, snap *discover.Snapshot, t
 	if observe == nil {
 		observe = noObserver{}
 	}
+	if plans != nil {
+		plans.used = nil
+	}
 	out := Outcome{Role: task.Role, Ref: ref, SnapshotDigest: snap.Digest}
 	if task.Pack != nil {
 		out.Pack = *task.Pack
@@ -94,7 +97,9 @@ func HandleIn(arena *resolve.TextArena, plans *Plans, snap *discover.Snapshot, t
 	var spec resolve.ResolvedAgentSpec
 	var composed string
 	if plans != nil {
-		plan = plans.plan(snap, ref, in)
+		if plans.used = plans.plan(snap, ref, in); plans.used != nil {
+			plan = plans.used.plan
+		}
 	}
 	if plan != nil {
 		spec, composed, err = plan.Resolve(in.Task.ExtraPrompt, arena)

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"github.com/rolecall/rolecall/discover"
+	"github.com/rolecall/rolecall/events"
 	"github.com/rolecall/rolecall/resolve"
 )
 
@@ -30,6 +31,16 @@ type Plans struct {
 	scopes map[planScope]*scopePlans
 	n      int // plans and seen entries in scopes
 	key    []byte
+	// used is the plan the last HandleIn finished its outcome from (nil:
+	// none), whose fixed fields the worker encodes that outcome with.
+	used *planned
+}
+
+// planned is a plan and the encoding of the fields every outcome
+// finished from it shares.
+type planned struct {
+	plan  *resolve.Plan
+	fixed events.FixedFields
 }
 
 type planScope struct {
@@ -39,13 +50,13 @@ type planScope struct {
 }
 
 type scopePlans struct {
-	plans map[string]*resolve.Plan
+	plans map[string]*planned
 	seen  map[string]struct{} // configurations seen once, without a plan
 }
 
 // plan is the plan for ref and in, made from snap (whose Inputs made in),
 // or nil the first time their configuration is seen.
-func (c *Plans) plan(snap *discover.Snapshot, ref resolve.RoleRef, in resolve.Inputs) *resolve.Plan {
+func (c *Plans) plan(snap *discover.Snapshot, ref resolve.RoleRef, in resolve.Inputs) *planned {
 	if c.snap != snap || c.n >= maxPlans {
 		c.snap, c.scopes, c.n = snap, map[planScope]*scopePlans{}, 0
 	}
@@ -53,7 +64,7 @@ func (c *Plans) plan(snap *discover.Snapshot, ref resolve.RoleRef, in resolve.In
 	c.key = resolve.AppendTaskKey(c.key[:0], ref, in.Task)
 	sp := c.scopes[scope]
 	if sp == nil {
-		sp = &scopePlans{plans: map[string]*resolve.Plan{}, seen: map[string]struct{}{}}
+		sp = &scopePlans{plans: map[string]*planned{}, seen: map[string]struct{}{}}
 		c.scopes[scope] = sp
 	}
 	if p, ok := sp.plans[string(c.key)]; ok {
@@ -65,7 +76,16 @@ func (c *Plans) plan(snap *discover.Snapshot, ref resolve.RoleRef, in resolve.In
 		return nil
 	}
 	delete(sp.seen, string(c.key))
-	p := resolve.NewPlan(ref, in, snap.Preamble)
+	p := &planned{plan: resolve.NewPlan(ref, in, snap.Preamble)}
 	sp.plans[string(c.key)] = p
 	return p
+}
+
+// fixed is the fixed-field cache of the plan the last HandleIn used, or
+// nil.
+func (c *Plans) fixed() *events.FixedFields {
+	if c == nil || c.used == nil {
+		return nil
+	}
+	return &c.used.fixed
 }

@@ -1,11 +1,16 @@
 package pipeline
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/rolecall/rolecall/discover"
+	"github.com/rolecall/rolecall/events"
 	"github.com/rolecall/rolecall/resolve"
 )
 
@@ -86,5 +91,68 @@ func TestPlansStartOver(t *testing.T) {
 	c.n = maxPlans
 	if c.plan(other, ref, in) != nil || c.n != 1 {
 		t.Fatalf("a full Plans kept its plans (%d entries)", c.n)
+	}
+}
+
+// TestPlannedOutcomesEncodeAsAny: every example task, three times with
+// three extra prompts, through one Plans: an outcome finished from a plan
+// and encoded with the plan's fixed fields is byte for byte the outcome
+// Handle makes, encoded without them.
+func TestPlannedOutcomesEncodeAsAny(t *testing.T) {
+	snap, err := discover.Load("../examples", discover.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob("../examples/tasks/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("example tasks: %v (%d)", err, len(files))
+	}
+	var plans Plans
+	var arena resolve.TextArena
+	planned := 0
+	for round, extra := range []string{"First instructions.", "Second, with \"quotes\".", ""} {
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			task, ref, err := events.DecodeTaskData(data, events.DecodeOptions{})
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if task.Override == nil {
+				task.Override = &events.Overrides{}
+			}
+			o := *task.Override
+			o.ExtraPrompt = &extra
+			task.Override = &o
+			got := HandleIn(&arena, &plans, snap, task, ref, nil)
+			want := Handle(snap, task, ref, nil)
+			if (got.Resolved == nil) != (want.Resolved == nil) {
+				t.Fatalf("round %d, %s: resolved %v, want %v", round, f, got.Resolved != nil, want.Resolved != nil)
+			}
+			if got.Resolved == nil {
+				continue
+			}
+			if plans.fixed() != nil {
+				planned++
+			}
+			meta := events.OutcomeMeta{ID: "rc-1", TaskID: task.TaskID, Time: time.Unix(1700000000, 0).UTC()}
+			_, _, wantBody, err := events.AppendResolved(nil, "rolecall", meta, want.Resolved)
+			if err != nil {
+				t.Fatal(err)
+			}
+			meta.Fixed = plans.fixed()
+			_, _, gotBody, err := events.AppendResolved(nil, "rolecall", meta, got.Resolved)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(gotBody, wantBody) {
+				t.Errorf("round %d, %s: planned outcome\n%s\nwant\n%s", round, f, gotBody, wantBody)
+			}
+		}
+	}
+	if planned == 0 {
+		t.Fatal("no outcome was finished from a plan")
 	}
 }

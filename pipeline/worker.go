@@ -489,7 +489,13 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 	}
 	if transient == nil {
 		var m *nats.Msg
-		m, dl.pub, dl.pubStart, transient = w.encode(ctx, id, inc, out)
+		// The encoded fixed fields of the plan the outcome was finished
+		// from, unless a hook may have changed the outcome.
+		var fixed *events.FixedFields
+		if out.Resolved != nil && w.opt.Hooks.BeforePublish == nil {
+			fixed = plans.fixed()
+		}
+		m, dl.pub, dl.pubStart, transient = w.encode(ctx, id, inc, out, fixed)
 		if transient == nil && out.Resolved != nil && tooLarge(w.js.Conn(), m) {
 			// A resolved spec too large for the server would be refused on
 			// every delivery; it is a typed failure, not a transient fault.
@@ -504,7 +510,7 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 			if dl.pub != nil {
 				dl.pub.End()
 			}
-			m, dl.pub, dl.pubStart, transient = w.encode(ctx, id, inc, out)
+			m, dl.pub, dl.pubStart, transient = w.encode(ctx, id, inc, out, nil)
 		}
 		// An encode error has ended the publish stage already.
 		if transient == nil {
@@ -662,8 +668,9 @@ func (w *Worker) release(d *delivery) {
 // encode builds the outcome message and starts its publish span; the
 // caller publishes and ends the span (stageDone "publish") on the PubAck.
 // An error means nothing is to be published; the span is then already
-// ended when it is nil.
-func (w *Worker) encode(ctx context.Context, id string, inc events.Incoming, out *Outcome) (*nats.Msg, trace.Span, time.Time, error) {
+// ended when it is nil. fixed, when not nil, caches the encoding of the
+// fields of the plan the outcome was finished from (events.FixedFields).
+func (w *Worker) encode(ctx context.Context, id string, inc events.Incoming, out *Outcome, fixed *events.FixedFields) (*nats.Msg, trace.Span, time.Time, error) {
 	var span trace.Span
 	if w.tracing {
 		ctx, span = w.tracer.Start(ctx, telemetry.SpanPublish, producerKind)
@@ -672,7 +679,7 @@ func (w *Worker) encode(ctx context.Context, id string, inc events.Incoming, out
 
 	meta := events.OutcomeMeta{
 		ID: id, Source: w.cfg.FleetSource, TaskID: inc.Task.TaskID, CausationID: inc.ID,
-		Time: w.opt.Now(), DataSchemaBase: w.cfg.DataSchemaBase,
+		Time: w.opt.Now(), DataSchemaBase: w.cfg.DataSchemaBase, Fixed: fixed,
 	}
 	meta.TraceParent, meta.TraceState = w.traceContext(ctx)
 	var (
@@ -758,7 +765,7 @@ func (w *Worker) traceContext(ctx context.Context) (traceparent, tracestate stri
 // publish encodes the outcome and waits for its PubAck (the dead-letter
 // path, where a message a day does not need the task loop's pipelining).
 func (w *Worker) publish(ctx context.Context, id string, inc events.Incoming, out *Outcome) (*jetstream.PubAck, error) {
-	m, span, start, err := w.encode(ctx, id, inc, out)
+	m, span, start, err := w.encode(ctx, id, inc, out, nil)
 	if err != nil {
 		return nil, err
 	}
