@@ -114,10 +114,11 @@ type OutcomeMeta struct {
 // encoded with one FixedFields comes from one plan. Its zero value is
 // ready to use; it serves one goroutine at a time.
 type FixedFields struct {
-	// head is from ,"identity": through the prompt_disposition value;
-	// mid from ,"grant_role_emissions": through the diagnostics.
-	head, mid []byte
-	filled    bool
+	// parts[0] is from ,"identity": through the prompt_disposition
+	// value (fixedHead); parts[1] from ,"grant_role_emissions": through
+	// the diagnostics (fixedMid).
+	parts  [2][]byte
+	filled bool
 }
 
 // validatedSources caches ValidateSource for the few sources a process

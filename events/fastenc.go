@@ -407,32 +407,17 @@ func (e *fastEncoder) diagnostics(b []byte, ds []resolve.Diagnostic) []byte {
 func (e *fastEncoder) resolved(b []byte, d *ResolvedData) []byte {
 	s := &d.ResolvedAgentSpec
 	b = e.str(append(b, `{"task_id":`...), d.TaskID)
-	f := e.fixed
-	if f != nil && f.filled {
-		b = append(b, f.head...)
-	} else {
-		start := len(b)
-		b = e.fixedHead(b, s)
-		if f != nil {
-			f.head = append(f.head[:0], b[start:]...)
-		}
-	}
+	b = e.fixedPart(b, 0, s, (*fastEncoder).fixedHead)
 	b = append(b, `,"prompt_body":`...)
 	bodyStart := len(b)
 	b = e.strCached(b, s.PromptBody)
 	bodyEnd := len(b)
 	b = e.strings(append(b, `,"prompt_overlays":`...), s.PromptOverlays)
-	if f != nil && f.filled {
-		b = append(b, f.mid...)
-	} else {
-		start := len(b)
-		b = e.fixedMid(b, s)
-		if f != nil {
-			f.mid = append(f.mid[:0], b[start:]...)
-			// Kept only when all of it was written here: an invalid
-			// string sends the whole outcome to the reflection encoder.
-			f.filled = !e.bad
-		}
+	b = e.fixedPart(b, 1, s, (*fastEncoder).fixedMid)
+	if f := e.fixed; f != nil && !f.filled {
+		// Kept only when all of it was written here: an invalid string
+		// sends the whole outcome to the reflection encoder.
+		f.filled = !e.bad
 	}
 	b = append(b, `,"system_message":`...)
 	// A string's quoted form is the concatenation of its parts' when each
@@ -449,6 +434,21 @@ func (e *fastEncoder) resolved(b []byte, d *ResolvedData) []byte {
 	}
 	b = e.str(append(b, `,"inputs_digest":`...), d.InputsDigest)
 	return append(b, '}')
+}
+
+// fixedPart appends part i of the fixed fields (see FixedFields): copied
+// from e.fixed once it is filled, else written by write and kept there.
+func (e *fastEncoder) fixedPart(b []byte, i int, s *resolve.ResolvedAgentSpec, write func(*fastEncoder, []byte, *resolve.ResolvedAgentSpec) []byte) []byte {
+	f := e.fixed
+	if f != nil && f.filled {
+		return append(b, f.parts[i]...)
+	}
+	start := len(b)
+	b = write(e, b, s)
+	if f != nil {
+		f.parts[i] = append(f.parts[i][:0], b[start:]...)
+	}
+	return b
 }
 
 // fixedHead and fixedMid write the fields of a resolved spec that every
