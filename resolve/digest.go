@@ -38,8 +38,10 @@ const (
 type canon []byte
 
 // digest is "sha256:" and the hex of the SHA-256 of the encoding.
-func (e canon) digest() string {
-	sum := sha256.Sum256(e)
+func (e canon) digest() string { return digestString(sha256.Sum256(e)) }
+
+// digestString is "sha256:" and the hex of sum.
+func digestString(sum [sha256.Size]byte) string {
 	var out [len(DigestPrefix) + 2*sha256.Size]byte
 	copy(out[:], DigestPrefix)
 	hex.Encode(out[len(DigestPrefix):], sum[:])

@@ -3,8 +3,8 @@ package resolve
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"hash"
+	"slices"
 	"strings"
 )
 
@@ -92,20 +92,14 @@ func (p *Plan) Resolve(extra *string, arena *TextArena) (ResolvedAgentSpec, stri
 	}
 	out := p.out
 	// The extra prompt is the body's last block: the planned body (its
-	// blocks already trimmed and joined) and x as one more block.
-	body := out.PromptBody
-	var w blockWriter
-	w.head(arena, p.head, len(body)+len(BlockSeparator)+len(x))
-	w.write(body)
-	w.block(x)
+	// blocks already trimmed and joined, so a block that trims to
+	// itself) and x...
 	var message string
-	out.PromptBody, message = w.result()
+	out.PromptBody, message = joinBlocksAfter(arena, p.head, out.PromptBody, x)
 	if !p.replace {
-		// ...and, for a casts identity, the last overlay.
-		overlays := make([]string, len(out.PromptOverlays)+1)
-		copy(overlays, out.PromptOverlays)
-		overlays[len(overlays)-1] = x
-		out.PromptOverlays = overlays
+		// ...and, for a casts identity, the last overlay (appended to a
+		// copy: the plan's list is every result's).
+		out.PromptOverlays = append(slices.Clip(out.PromptOverlays), x)
 	}
 	return out, message, nil
 }
@@ -123,10 +117,8 @@ func (p *Plan) InputsDigest(extra *string) string {
 			}
 			_, _ = h.Write(append(canon(make([]byte, 0, n)).optStr(extra), p.after...))
 			var sum [sha256.Size]byte
-			var out [len(DigestPrefix) + 2*sha256.Size]byte
-			copy(out[:], DigestPrefix)
-			hex.Encode(out[len(DigestPrefix):], h.Sum(sum[:0]))
-			return string(out[:])
+			h.Sum(sum[:0])
+			return digestString(sum)
 		}
 	}
 	var mem [inputsBuf]byte

@@ -718,6 +718,9 @@ func TestPropertyPlan(t *testing.T) {
 			// Two results of one plan differ in the prompt body and the
 			// overlays alone (events.FixedFields relies on it).
 			other, _, _ := plan.Resolve(ptr("Fix ticket 7."), nil)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("a later result of the plan changed an earlier one (-before +after):\n%s", diff)
+			}
 			a, b := got, other
 			a.PromptBody, a.PromptOverlays, b.PromptBody, b.PromptOverlays = "", nil, "", nil
 			if diff := cmp.Diff(a, b); diff != "" {
