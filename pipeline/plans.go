@@ -28,8 +28,8 @@ type Plans struct {
 	// the profile (the snapshot's own, so equal pointers are equal
 	// values) and who chose the pack; then by resolve.AppendTaskKey. The
 	// catalog, defaults, policy and preamble are the snapshot's.
-	scopes map[planScope]*scopePlans
-	n      int // plans and seen entries in scopes
+	scopes map[planScope]map[string]*planned
+	n      int // entries in scopes
 	key    []byte
 	// used is the plan the last HandleIn finished its outcome from (nil:
 	// none), whose fixed fields the worker encodes that outcome with.
@@ -49,35 +49,30 @@ type planScope struct {
 	selection resolve.PackSelection
 }
 
-type scopePlans struct {
-	plans map[string]*planned
-	seen  map[string]struct{} // configurations seen once, without a plan
-}
-
 // plan is the plan for ref and in, made from snap (whose Inputs made in),
 // or nil the first time their configuration is seen.
 func (c *Plans) plan(snap *discover.Snapshot, ref resolve.RoleRef, in resolve.Inputs) *planned {
 	if c.snap != snap || c.n >= maxPlans {
-		c.snap, c.scopes, c.n = snap, map[planScope]*scopePlans{}, 0
+		c.snap, c.scopes, c.n = snap, map[planScope]map[string]*planned{}, 0
 	}
 	scope := planScope{in.Pack, in.Profile, in.PackSelection}
 	c.key = resolve.AppendTaskKey(c.key[:0], ref, in.Task)
-	sp := c.scopes[scope]
-	if sp == nil {
-		sp = &scopePlans{plans: map[string]*planned{}, seen: map[string]struct{}{}}
-		c.scopes[scope] = sp
+	byTask := c.scopes[scope]
+	if byTask == nil {
+		byTask = map[string]*planned{}
+		c.scopes[scope] = byTask
 	}
-	if p, ok := sp.plans[string(c.key)]; ok {
-		return p
-	}
-	if _, ok := sp.seen[string(c.key)]; !ok {
-		sp.seen[string(c.key)] = struct{}{}
+	// A configuration seen once has an entry without a plan.
+	p, seen := byTask[string(c.key)]
+	switch {
+	case p != nil:
+	case !seen:
+		byTask[string(c.key)] = nil
 		c.n++
-		return nil
+	default:
+		p = &planned{plan: resolve.NewPlan(ref, in, snap.Preamble)}
+		byTask[string(c.key)] = p
 	}
-	delete(sp.seen, string(c.key))
-	p := &planned{plan: resolve.NewPlan(ref, in, snap.Preamble)}
-	sp.plans[string(c.key)] = p
 	return p
 }
 
