@@ -19,7 +19,7 @@ const maxPlans = 512
 // (docs/DECISIONS.md). The result is the same either way
 // (bench.TestHandleMatchesOracle). A plan costs more to make than one
 // resolution, so a configuration gets one the second time it is seen: a
-// stream of distinct configurations pays for a key and a set entry per
+// stream of distinct configurations pays for a key and a map entry per
 // task, not for plans it never uses again. A Plans serves one goroutine at
 // a time; its zero value is ready to use.
 type Plans struct {
