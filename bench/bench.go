@@ -91,6 +91,16 @@ type Options struct {
 	// several files, not concatenated profiles); the writer is closed
 	// when the run ends.
 	CPUProfile func(loop string, repeat int) (io.WriteCloser, error)
+	// Latencies, when set, receives the enqueue-to-outcome latency of
+	// every task of every measured run as CSV: the header
+	// "loop,run,enqueued_ms,latency_ms", then one row per task with its
+	// loop, its run (counting from 1), when it was stored and its latency,
+	// in milliseconds. enqueued_ms counts from the start of the process
+	// (the initialization of this package, within milliseconds of the
+	// runtime's start, which GODEBUG=gctrace=1's "@" times count from), so
+	// a tail can be lined up with the collector's cycles. Warm-up and
+	// peak-search runs are not written.
+	Latencies io.Writer
 	// Timeout bounds each run (default 5 minutes).
 	Timeout time.Duration
 	// Progress receives a progress line while a run is going (nil: none);
@@ -251,6 +261,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		Mix: o.Mix.String(), Rate: o.Rate, Trace: o.Trace, CompareTracing: o.CompareTracing, Binary: o.Binary, Distinct: o.Distinct, Repeat: o.Repeat,
 		WarmupTasks: o.Warmup,
 	}
+	if o.Latencies != nil {
+		if _, err := io.WriteString(o.Latencies, latencyHeader); err != nil {
+			return nil, fmt.Errorf("bench: latencies: %w", err)
+		}
+	}
 	var pipe, base, traced []Stats
 	for r := range o.Repeat {
 		tasks, err := buildTasks(o.Tasks, o.Mix, o.Binary, o.Distinct, runID())
@@ -318,7 +333,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 // (20,000) did not.
 func (e *env) warmUp(ctx context.Context, o Options) error {
 	w := o
-	w.Tasks, w.Repeat, w.Rate, w.CPUProfile = o.Warmup, 1, 0, nil
+	w.Tasks, w.Repeat, w.Rate, w.CPUProfile, w.Latencies = o.Warmup, 1, 0, nil, nil
 	tasks, err := buildTasks(w.Tasks, o.Mix, o.Binary, o.Distinct, runID())
 	if err != nil {
 		return err
@@ -712,11 +727,31 @@ func (e *env) run(ctx context.Context, o Options, repeat int, l loop, tasks []ta
 	st.GCCycles = u1.gcCycles - u0.gcCycles
 	st.GCMicrosPerTask = (u1.gcCPU - u0.gcCPU) / n * 1e6
 	prog.phase("collecting")
-	if err := e.collect(ctx, cfg, tasks, seqs, &st); err != nil {
+	var rows []byte
+	var row func(enqueued time.Time, latency time.Duration)
+	if o.Latencies != nil {
+		rows = make([]byte, 0, len(tasks)*32)
+		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+		row = func(enqueued time.Time, latency time.Duration) {
+			rows = fmt.Appendf(rows, "%s,%d,%.3f,%.3f\n", l.name, repeat+1, ms(enqueued.Sub(processStart)), ms(latency))
+		}
+	}
+	if err := e.collect(ctx, cfg, tasks, seqs, &st, row); err != nil {
 		return st, err
+	}
+	if o.Latencies != nil {
+		if _, err := o.Latencies.Write(rows); err != nil {
+			return st, fmt.Errorf("bench: latencies: %w", err)
+		}
 	}
 	return st, nil
 }
+
+// latencyHeader is the first line of Options.Latencies.
+const latencyHeader = "loop,run,enqueued_ms,latency_ms\n"
+
+// processStart is the time base of Options.Latencies.
+var processStart = time.Now()
 
 // publish sends every task, at rate tasks/s when rate > 0, and records
 // each one's stream sequence.
@@ -821,7 +856,8 @@ func (e *env) await(ctx context.Context, specs jetstream.Stream, want int, prog 
 
 // collect reads the stream timestamps of every task and outcome and checks
 // that each task has exactly one outcome on the subject its kind must give.
-func (e *env) collect(ctx context.Context, cfg pipeline.Config, tasks []task, seqs []uint64, st *Stats) error {
+// row, when not nil, is given each task's enqueue time and latency.
+func (e *env) collect(ctx context.Context, cfg pipeline.Config, tasks []task, seqs []uint64, st *Stats, row func(enqueued time.Time, latency time.Duration)) error {
 	bySeq := make(map[uint64]int, len(tasks))
 	byOut := make(map[string]int, len(tasks))
 	taskBytes := 0
@@ -875,6 +911,9 @@ func (e *env) collect(ctx context.Context, cfg pipeline.Config, tasks []task, se
 			outBytes += atoiOr(s[0], 0)
 		}
 		lat = append(lat, md.Timestamp.Sub(enqueued[i]))
+		if row != nil {
+			row(enqueued[i], md.Timestamp.Sub(enqueued[i]))
+		}
 		if first.IsZero() || md.Timestamp.Before(first) {
 			first = md.Timestamp
 		}

@@ -3,12 +3,16 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -188,8 +192,8 @@ func TestRunEveryTaskGetsAnOutcome(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var prog strings.Builder
-			c.o.Progress = &prog
+			var prog, lat strings.Builder
+			c.o.Progress, c.o.Latencies = &prog, &lat
 			var profiles []*profileBuffer // every profile asked for
 			if c.profiled {
 				c.o.CPUProfile = func(loop string, repeat int) (io.WriteCloser, error) {
@@ -263,6 +267,10 @@ func TestRunEveryTaskGetsAnOutcome(t *testing.T) {
 			}
 			if len(rep.Runs) != wantRuns {
 				t.Errorf("%d runs reported, want %d", len(rep.Runs), wantRuns)
+			}
+			// Nor is a warm-up or peak-search run's latency written.
+			if n, want := strings.Count(lat.String(), "\n"), 1+c.o.Tasks*len(rep.Runs); n != want {
+				t.Errorf("latencies: %d lines, want a header and one per task of the %d runs reported (%d)", n, len(rep.Runs), want)
 			}
 			loops := []Stats{rep.Pipeline}
 			if c.o.Baseline {
@@ -361,5 +369,91 @@ func TestRunRefusesForeignStreams(t *testing.T) {
 	}
 	if _, err := js.Stream(context.Background(), "ROLECALL_TASKS"); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Errorf("the bench left its stream behind: %v", err)
+	}
+}
+
+// TestLatenciesCSV: Options.Latencies gets a header and one row per task
+// of each measured run, none of the warm-up's, in the order the runs
+// ran, and each run's rows give back the percentiles its Stats report.
+func TestLatenciesCSV(t *testing.T) {
+	var out bytes.Buffer
+	o := Options{Tasks: 100, Concurrency: 2, Baseline: true, Repeat: 2, Warmup: 50, Latencies: &out}
+	rep, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	records, err := csv.NewReader(&out).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(records) == 0 || strings.Join(records[0], ",")+"\n" != latencyHeader {
+		t.Fatalf("first record %v, want the header %q", records[:min(len(records), 1)], latencyHeader)
+	}
+	type run struct {
+		loop, n          string
+		lat              []time.Duration
+		first, last, end float64 // enqueued_ms: earliest, latest; latest outcome
+	}
+	var runs []*run
+	for _, r := range records[1:] {
+		if len(r) != 4 {
+			t.Fatalf("record %v: want 4 fields", r)
+		}
+		enq, err1 := strconv.ParseFloat(r[2], 64)
+		lat, err2 := strconv.ParseFloat(r[3], 64)
+		if err1 != nil || err2 != nil || enq <= 0 || lat < 0 {
+			t.Fatalf("record %v: want a positive enqueue time and a latency not negative", r)
+		}
+		if len(runs) == 0 || runs[len(runs)-1].loop != r[0] || runs[len(runs)-1].n != r[1] {
+			runs = append(runs, &run{loop: r[0], n: r[1], first: enq})
+		}
+		cur := runs[len(runs)-1]
+		cur.lat = append(cur.lat, time.Duration(math.Round(lat*1e3))*time.Microsecond)
+		cur.first, cur.last, cur.end = min(cur.first, enq), max(cur.last, enq), max(cur.end, enq+lat)
+	}
+	if len(runs) != len(rep.Runs) {
+		t.Fatalf("%d runs in the CSV, %d reported", len(runs), len(rep.Runs))
+	}
+	for i, r := range runs {
+		st := rep.Runs[i]
+		if r.loop != st.Loop || r.n != strconv.Itoa(i/2+1) || len(r.lat) != o.Tasks {
+			t.Errorf("CSV run %d: %s run %s with %d rows; reported %s, want %d rows", i, r.loop, r.n, len(r.lat), st.Loop, o.Tasks)
+		}
+		slices.Sort(r.lat)
+		// The CSV keeps microseconds.
+		if got := latencyOf(r.lat); math.Abs(got.P99-st.Latency.P99) > 0.001 || math.Abs(got.Max-st.Latency.Max) > 0.001 {
+			t.Errorf("%s run %s: CSV gives p99 %v, max %v; the report %v, %v", r.loop, r.n, got.P99, got.Max, st.Latency.P99, st.Latency.Max)
+		}
+		if i > 0 && r.first < runs[i-1].end {
+			t.Errorf("%s run %s's first task stored at %v ms, before the previous run's last outcome (%v ms)", r.loop, r.n, r.first, runs[i-1].end)
+		}
+	}
+}
+
+// TestGCSettings: the report states the collector's settings as the
+// process runs with them.
+func TestGCSettings(t *testing.T) {
+	cases := []struct {
+		percent   int
+		limit     int64
+		wantGOGC  string
+		wantLimit uint64
+	}{
+		{100, math.MaxInt64, "100", 0},
+		{400, 1 << 30, "400", 1 << 30},
+		{-1, 8 << 30, "off", 8 << 30},
+	}
+	oldPercent := debug.SetGCPercent(100)
+	oldLimit := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() {
+		debug.SetGCPercent(oldPercent)
+		debug.SetMemoryLimit(oldLimit)
+	})
+	for _, c := range cases {
+		debug.SetGCPercent(c.percent)
+		debug.SetMemoryLimit(c.limit)
+		if gogc, limit := gcSettings(); gogc != c.wantGOGC || limit != c.wantLimit {
+			t.Errorf("GOGC %d, limit %d: reported %q, %d; want %q, %d", c.percent, c.limit, gogc, limit, c.wantGOGC, c.wantLimit)
+		}
 	}
 }

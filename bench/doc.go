@@ -32,7 +32,11 @@
 //     (runtime/metrics, the whole process too), GC cycles and the runtime's
 //     estimate of their CPU per task, peak resident memory of the run
 //     (VmHWM, reset before each run);
-//   - optionally a CPU profile of each measured run (Options.CPUProfile).
+//   - the collector's settings the process ran with (GOGC, GOMEMLIMIT):
+//     at an offered load the latency tail follows the collector's cycles;
+//   - optionally a CPU profile of each measured run (Options.CPUProfile)
+//     and every task's enqueue time and latency (Options.Latencies), to
+//     line the tail up with GODEBUG=gctrace=1's cycles.
 //
 // Every run checks that each task got exactly one outcome, on the subject
 // its kind must produce; anything else is ErrIncomplete.

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"math"
 	"os"
 	"runtime"
 	"runtime/metrics"
@@ -147,6 +148,13 @@ type Machine struct {
 	OS         string `json:"os"`
 	Arch       string `json:"arch"`
 	LoadAvg    string `json:"load_avg,omitempty"`
+	// GOGC is the collector's target ("off" when disabled) and
+	// MemoryLimit its soft memory limit in bytes (0: none), as the
+	// process runs with them: the latency tail at an offered load follows
+	// the collector's cycles (docs/PERFORMANCE.md), so a report says
+	// which settings it was measured with.
+	GOGC        string `json:"gogc"`
+	MemoryLimit uint64 `json:"gomemlimit_bytes,omitempty"`
 }
 
 func machine() Machine {
@@ -168,5 +176,21 @@ func machine() Machine {
 			m.LoadAvg = string(bytes.Join(f[:3], []byte(" ")))
 		}
 	}
+	m.GOGC, m.MemoryLimit = gcSettings()
 	return m
+}
+
+// gcSettings reads the collector's settings from runtime/metrics, which
+// reports GOGC=off as -1 and no memory limit as math.MaxInt64.
+func gcSettings() (gogc string, limit uint64) {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}, {Name: "/gc/gomemlimit:bytes"}}
+	metrics.Read(s)
+	gogc = "off"
+	if p := int64(s[0].Value.Uint64()); p >= 0 {
+		gogc = strconv.FormatInt(p, 10)
+	}
+	if l := s[1].Value.Uint64(); l < math.MaxInt64 {
+		limit = l
+	}
+	return gogc, limit
 }

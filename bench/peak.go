@@ -56,7 +56,7 @@ func (e *env) findPeak(ctx context.Context, o Options) (*PeakSearch, error) {
 		}
 		po := o
 		po.Rate = rate
-		po.CPUProfile = nil
+		po.CPUProfile, po.Latencies = nil, nil
 		return e.run(ctx, po, 0, e.pipelineLoop(po, false), tasks)
 	}
 	pre, err := run(0)

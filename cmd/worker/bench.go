@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -39,9 +40,10 @@ type benchCmd struct {
 	Timeout        time.Duration `help:"Time limit of each run." default:"5m"`
 	JSON           bool          `name:"json" help:"Print the report as JSON."`
 	CPUProfile     string        `name:"cpuprofile" help:"Write a CPU profile of each measured run to PREFIX.<loop>.<repeat> (go tool pprof merges several files)." type:"path" placeholder:"PREFIX"`
+	LatencyCSV     string        `name:"latency-csv" help:"Write each task's enqueue time and latency of every measured run to FILE as CSV (milliseconds; enqueue times count from the process's start, as GODEBUG=gctrace=1's are)." type:"path" placeholder:"FILE"`
 }
 
-func (c *benchCmd) Run(ctx context.Context, g *globals, kctx *kong.Context) error {
+func (c *benchCmd) Run(ctx context.Context, g *globals, kctx *kong.Context) (err error) {
 	mix, err := bench.ParseMix(c.Mix)
 	if err != nil {
 		return usageErr("--mix: %v", err)
@@ -72,6 +74,23 @@ func (c *benchCmd) Run(ctx context.Context, g *globals, kctx *kong.Context) erro
 		opts.CPUProfile = func(loop string, repeat int) (io.WriteCloser, error) {
 			return os.Create(fmt.Sprintf("%s.%s.%d", prefix, loop, repeat))
 		}
+	}
+	if c.LatencyCSV != "" {
+		// Not :=, so that the deferred close reports into the result.
+		var f *os.File
+		if f, err = os.Create(c.LatencyCSV); err != nil {
+			return err
+		}
+		bw := bufio.NewWriter(f)
+		opts.Latencies = bw
+		defer func() {
+			if ferr := bw.Flush(); ferr != nil && err == nil {
+				err = ferr
+			}
+			if cerr := f.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
 	}
 	rep, err := bench.Run(ctx, opts)
 	if err != nil {
@@ -120,8 +139,12 @@ func printReport(w io.Writer, r *bench.Report) {
 	}
 	fmt.Fprintf(w, "rolecall bench: %d tasks %s, concurrency %d, mix %s, %s server, tracing %s\n",
 		r.Tasks, mode, r.Concurrency, r.Mix, r.Server, tracing)
-	fmt.Fprintf(w, "machine: %d CPUs (%s), GOMAXPROCS %d, %s, load %s\n",
-		r.Machine.CPUs, r.Machine.CPUModel, r.Machine.GOMAXPROCS, r.Machine.GoVersion, r.Machine.LoadAvg)
+	gc := "GOGC " + r.Machine.GOGC
+	if l := r.Machine.MemoryLimit; l > 0 {
+		gc += fmt.Sprintf(", GOMEMLIMIT %d MiB", l>>20)
+	}
+	fmt.Fprintf(w, "machine: %d CPUs (%s), GOMAXPROCS %d, %s (%s), load %s\n",
+		r.Machine.CPUs, r.Machine.CPUModel, r.Machine.GOMAXPROCS, r.Machine.GoVersion, gc, r.Machine.LoadAvg)
 	if p := r.Peak; p != nil {
 		fmt.Fprintf(w, "peak load: the pipeline sustains %.0f tasks/s offered (draining a preloaded backlog: %.0f tasks/s); measured at %.0f tasks/s\n",
 			p.Sustained, p.Preloaded, r.Rate)

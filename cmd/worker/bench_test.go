@@ -60,7 +60,7 @@ func TestBenchText(t *testing.T) {
 	if code := run([]string{"bench", "--tasks", "40", "--concurrency", "1"}, nil, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
 	}
-	for _, want := range []string{"tasks/s", "p99 ms", "of it sys", "GC µs/task", "pipeline", "36 resolved, 4 failed, every task exactly one"} {
+	for _, want := range []string{"tasks/s", "p99 ms", "of it sys", "GC µs/task", "GOGC ", "pipeline", "36 resolved, 4 failed, every task exactly one"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, stdout.String())
 		}
@@ -95,5 +95,31 @@ func TestBenchCPUProfiles(t *testing.T) {
 		if !bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
 			t.Errorf("%s is not a gzip'd profile (%d bytes)", name, len(b))
 		}
+	}
+}
+
+// TestBenchLatencyCSV: --latency-csv FILE holds the header and one row per
+// task of each measured run.
+func TestBenchLatencyCSV(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "lat.csv")
+	var stdout, stderr bytes.Buffer
+	args := []string{"bench", "--tasks", "60", "--concurrency", "2", "--baseline", "--repeat", "1", "--latency-csv", file}
+	if code := run(args, nil, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != 1+2*60 || lines[0] != "loop,run,enqueued_ms,latency_ms" {
+		t.Fatalf("%d lines starting %q: want the header and 120 rows", len(lines), lines[0])
+	}
+	loops := map[string]int{}
+	for _, l := range lines[1:] {
+		loops[strings.SplitN(l, ",", 2)[0]]++
+	}
+	if loops["pipeline"] != 60 || loops["baseline"] != 60 {
+		t.Errorf("rows per loop %v, want 60 of each", loops)
 	}
 }
