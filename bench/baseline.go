@@ -35,7 +35,7 @@ func outcomeTemplates(snap *discover.Snapshot, tasks []task, prefix string) ([nu
 			continue
 		}
 		done[t.kind] = true
-		inc, err := events.DecodeTask(t.header, t.body, events.DecodeOptions{})
+		inc, err := events.DecodeTask(t.header(), t.body, events.DecodeOptions{})
 		if err != nil {
 			return out, fmt.Errorf("bench: %s task does not decode: %w", t.kind, err)
 		}

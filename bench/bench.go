@@ -757,6 +757,31 @@ var processStart = time.Now()
 // each one's stream sequence.
 func (e *env) publish(ctx context.Context, prefix string, tasks []task, seqs []uint64, rate float64) error {
 	futures := make([]jetstream.PubAckFuture, len(tasks))
+	// Acknowledged futures are taken in order as the run goes, not at its
+	// end, so that it does not keep every one of them (and through it every
+	// message) alive to the end: like the tasks themselves (packTasks),
+	// they would add to every collection's mark work in the process the
+	// worker shares.
+	next := 0
+	take := func(upTo int, wait bool) error {
+		for ; next < upTo; next++ {
+			// Both channels hold their one value once it has come.
+			ok, failed := futures[next].Ok(), futures[next].Err()
+			if !wait && len(ok) == 0 && len(failed) == 0 {
+				return nil
+			}
+			select {
+			case ack := <-ok:
+				seqs[next] = ack.Sequence
+			case err := <-failed:
+				return fmt.Errorf("bench: publish task %d: %w", next, err)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			futures[next] = nil
+		}
+		return nil
+	}
 	start := time.Now()
 	for i := range tasks {
 		if rate > 0 {
@@ -769,7 +794,7 @@ func (e *env) publish(ctx context.Context, prefix string, tasks []task, seqs []u
 			}
 		}
 		t := &tasks[i]
-		m := &nats.Msg{Subject: events.TasksSubject(prefix, t.kind.String()), Header: t.header, Data: t.body}
+		m := &nats.Msg{Subject: events.TasksSubject(prefix, t.kind.String()), Header: t.header(), Data: t.body}
 		f, err := e.driverJS.PublishMsgAsync(m)
 		for errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
 			// The server is behind (a busy machine): let the outstanding
@@ -786,19 +811,19 @@ func (e *env) publish(ctx context.Context, prefix string, tasks []task, seqs []u
 			return fmt.Errorf("bench: publish task %d: %w", i, err)
 		}
 		futures[i] = f
-	}
-	for i, f := range futures {
-		select {
-		case ack := <-f.Ok():
-			seqs[i] = ack.Sequence
-		case err := <-f.Err():
-			return fmt.Errorf("bench: publish task %d: %w", i, err)
-		case <-ctx.Done():
-			return ctx.Err()
+		if i%takeEvery == takeEvery-1 {
+			if err := take(i+1, false); err != nil {
+				return err
+			}
 		}
 	}
-	return nil
+	return take(len(tasks), true)
 }
+
+// takeEvery is how many publishes apart publish takes the acknowledged
+// futures: often enough that few wait, seldom enough that looking costs
+// nothing (each look takes the client's lock).
+const takeEvery = 64
 
 // pulling waits until the loop's consumer has a pull request waiting.
 func (e *env) pulling(ctx context.Context, cfg pipeline.Config) error {

@@ -151,7 +151,7 @@ func TestHandleMatchesOracle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tasks = append(tasks, task{id: data, header: h, body: body})
+		tasks = append(tasks, packTasks([]encodedTask{{id: data, header: h, body: body}})...)
 	}
 	// One Plans and one arena serve every task, twice over, as a
 	// processing goroutine's do: the bench's tasks of a kind differ only
@@ -164,7 +164,7 @@ func TestHandleMatchesOracle(t *testing.T) {
 			snap = testSnapshot(t)
 		}
 		for _, tk := range tasks {
-			inc, err := events.DecodeTask(tk.header, tk.body, events.DecodeOptions{})
+			inc, err := events.DecodeTask(tk.header(), tk.body, events.DecodeOptions{})
 			if err != nil {
 				t.Fatalf("%s: %v", tk.id, err)
 			}
@@ -210,7 +210,7 @@ func TestHandleLeavesSnapshotAsLoaded(t *testing.T) {
 	// snapshot too.
 	var plans pipeline.Plans
 	for i, tk := range tasks {
-		inc, err := events.DecodeTask(tk.header, tk.body, events.DecodeOptions{})
+		inc, err := events.DecodeTask(tk.header(), tk.body, events.DecodeOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -64,7 +64,7 @@ func TestSpanFloorHasTheWorkersShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	tk := tasks[0]
-	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: events.TasksSubject(cfg.Prefix, tk.kind.String()), Header: tk.header, Data: tk.body}); err != nil {
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: events.TasksSubject(cfg.Prefix, tk.kind.String()), Header: tk.header(), Data: tk.body}); err != nil {
 		t.Fatal(err)
 	}
 

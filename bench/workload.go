@@ -142,12 +142,93 @@ func (m Mix) sequence() []Kind {
 const taskSource = "rolecall-bench"
 
 // task is one prepared task event: the exact bytes that go on the wire.
+// Its strings and bytes are windows of its run's few shared buffers
+// (packTasks), not objects of their own: a run's tasks stay live in the
+// process that also hosts the broker and the worker, and as maps and
+// separate strings 20,000 of them were about a third of every garbage
+// collection's mark work there (docs/PERFORMANCE.md), a cost a worker,
+// whose tasks come from planners elsewhere, never has.
 type task struct {
-	kind   Kind
-	id     string // CloudEvents id
-	outID  string // the outcome id the worker will derive (Nats-Msg-Id)
-	header nats.Header
-	body   []byte
+	kind  Kind
+	id    string   // CloudEvents id
+	outID string   // the outcome id the worker will derive (Nats-Msg-Id)
+	hdr   []string // the header's names and values, in pairs
+	body  []byte
+}
+
+// header is the task's header as a message carries it: a map of its own
+// for each call, which the message's publish may keep.
+func (t *task) header() nats.Header {
+	h := make(nats.Header, len(t.hdr)/2)
+	for i := 0; i+1 < len(t.hdr); i += 2 {
+		h[t.hdr[i]] = append(h[t.hdr[i]], t.hdr[i+1])
+	}
+	return h
+}
+
+// encodedTask is a task as EncodeTask gives it, before packTasks.
+type encodedTask struct {
+	kind      Kind
+	id, outID string
+	header    nats.Header
+	body      []byte
+}
+
+// packTasks copies tasks into one buffer of bodies, one string of every id
+// and header name and value, and one list of header pairs: a run's tasks
+// are then five heap objects, whatever their number.
+func packTasks(enc []encodedTask) []task {
+	nb, ns, nh := 0, 0, 0
+	for i := range enc {
+		e := &enc[i]
+		nb += len(e.body)
+		ns += len(e.id) + len(e.outID)
+		for k, vs := range e.header {
+			for _, v := range vs {
+				ns += len(k) + len(v)
+				nh += 2
+			}
+		}
+	}
+	// Strings are kept as offsets into text until it is complete.
+	type window struct{ from, to int }
+	body := make([]byte, 0, nb)
+	text := make([]byte, 0, ns)
+	put := func(s string) window {
+		from := len(text)
+		text = append(text, s...)
+		return window{from, len(text)}
+	}
+	ids := make([][2]window, len(enc))
+	pairs := make([]window, 0, nh)
+	hdrAt := make([][2]int, len(enc))
+	tasks := make([]task, len(enc))
+	for i := range enc {
+		e := &enc[i]
+		from := len(body)
+		body = append(body, e.body...) // within its capacity: never moved
+		tasks[i].kind, tasks[i].body = e.kind, body[from:len(body):len(body)]
+		ids[i] = [2]window{put(e.id), put(e.outID)}
+		first := len(pairs)
+		for k, vs := range e.header {
+			for _, v := range vs {
+				pairs = append(pairs, put(k), put(v))
+			}
+		}
+		hdrAt[i] = [2]int{first, len(pairs)}
+	}
+	all := string(text)
+	str := func(w window) string { return all[w.from:w.to] }
+	hdr := make([]string, len(pairs))
+	for j, w := range pairs {
+		hdr[j] = str(w)
+	}
+	for i := range tasks {
+		t := &tasks[i]
+		t.id, t.outID = str(ids[i][0]), str(ids[i][1])
+		t.hdr = hdr[hdrAt[i][0]:hdrAt[i][1]:hdrAt[i][1]]
+	}
+	return tasks
 }
 
 // The task data of each kind: %q is the task id, %s a ticket number in
@@ -199,7 +280,7 @@ func runID() string {
 // two tasks share a configuration (see distinctTool).
 func buildTasks(n int, mix Mix, binary, distinct bool, run string) ([]task, error) {
 	seq := mix.sequence()
-	tasks := make([]task, n)
+	tasks := make([]encodedTask, n)
 	for i := range tasks {
 		k := seq[i%len(seq)]
 		id := fmt.Sprintf("%s-%07d", run, i)
@@ -216,9 +297,9 @@ func buildTasks(n int, mix Mix, binary, distinct bool, run string) ([]task, erro
 		if err != nil {
 			return nil, fmt.Errorf("encode %s task: %w", k, err)
 		}
-		tasks[i] = task{kind: k, id: id, outID: events.OutcomeID(taskSource, id), header: h, body: body}
+		tasks[i] = encodedTask{kind: k, id: id, outID: events.OutcomeID(taskSource, id), header: h, body: body}
 	}
-	return tasks, nil
+	return packTasks(tasks), nil
 }
 
 // The generated config root: a pack with directive blocks, worker
