@@ -176,7 +176,7 @@ type encodedTask struct {
 
 // packTasks copies tasks into one buffer of bodies, one string of every id
 // and header name and value, and one list of header pairs: a run's tasks
-// are then five heap objects, whatever their number.
+// are then four heap objects, whatever their number.
 func packTasks(enc []encodedTask) []task {
 	nb, ns, nh := 0, 0, 0
 	for i := range enc {
