@@ -95,11 +95,12 @@ type Options struct {
 	// every task of every measured run as CSV: the header
 	// "loop,run,enqueued_ms,latency_ms", then one row per task with its
 	// loop, its run (counting from 1), when it was stored and its latency,
-	// in milliseconds. enqueued_ms counts from the start of the process
-	// (the initialization of this package, within milliseconds of the
-	// runtime's start, which GODEBUG=gctrace=1's "@" times count from), so
-	// a tail can be lined up with the collector's cycles. Warm-up and
-	// peak-search runs are not written.
+	// in milliseconds. enqueued_ms counts from the start of a collection
+	// Run forces before anything else (latencyEpoch), so a tail can be
+	// lined up with the collector's cycles: with GODEBUG=gctrace=1 that
+	// is the first cycle marked "(forced)", and a cycle printed at @T s
+	// began at (T - T0) * 1000 on the CSV's clock, T0 being the forced
+	// cycle's @. Warm-up and peak-search runs are not written.
 	Latencies io.Writer
 	// Timeout bounds each run (default 5 minutes).
 	Timeout time.Duration
@@ -237,11 +238,16 @@ var ErrIncomplete = errors.New("bench: not every task got exactly one outcome")
 // both with the same task bytes.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	o = o.withDefaults()
+	var epoch time.Time
+	if o.Latencies != nil {
+		epoch = latencyEpoch()
+	}
 	env, cleanup, err := setup(o)
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
+	env.epoch = epoch
 
 	if o.Warmup > 0 {
 		if err := env.warmUp(ctx, o); err != nil {
@@ -418,6 +424,8 @@ type env struct {
 	workerJS, driverJS jetstream.JetStream
 	purge              bool
 	natsErrors         atomic.Int64
+	// epoch is the time base of Options.Latencies.
+	epoch time.Time
 }
 
 func setup(o Options) (*env, func(), error) {
@@ -733,7 +741,7 @@ func (e *env) run(ctx context.Context, o Options, repeat int, l loop, tasks []ta
 		rows = make([]byte, 0, len(tasks)*32)
 		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 		row = func(enqueued time.Time, latency time.Duration) {
-			rows = fmt.Appendf(rows, "%s,%d,%.3f,%.3f\n", l.name, repeat+1, ms(enqueued.Sub(processStart)), ms(latency))
+			rows = fmt.Appendf(rows, "%s,%d,%.3f,%.3f\n", l.name, repeat+1, ms(enqueued.Sub(e.epoch)), ms(latency))
 		}
 	}
 	if err := e.collect(ctx, cfg, tasks, seqs, &st, row); err != nil {
@@ -750,8 +758,17 @@ func (e *env) run(ctx context.Context, o Options, repeat int, l loop, tasks []ta
 // latencyHeader is the first line of Options.Latencies.
 const latencyHeader = "loop,run,enqueued_ms,latency_ms\n"
 
-// processStart is the time base of Options.Latencies.
-var processStart = time.Now()
+// latencyEpoch forces a collection and returns when it began: the time
+// base of Options.Latencies. GODEBUG=gctrace=1 prints each cycle's start
+// from the runtime's start, which a program cannot read; a package-level
+// time.Now() in this binary ran about 18 ms after it (the dependencies'
+// initialization), more than a collection lasts here. The forced cycle is
+// the one clock both share.
+func latencyEpoch() time.Time {
+	t := time.Now()
+	runtime.GC()
+	return t
+}
 
 // publish sends every task, at rate tasks/s when rate > 0, and records
 // each one's stream sequence.

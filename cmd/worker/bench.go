@@ -40,7 +40,7 @@ type benchCmd struct {
 	Timeout        time.Duration `help:"Time limit of each run." default:"5m"`
 	JSON           bool          `name:"json" help:"Print the report as JSON."`
 	CPUProfile     string        `name:"cpuprofile" help:"Write a CPU profile of each measured run to PREFIX.<loop>.<repeat> (go tool pprof merges several files)." type:"path" placeholder:"PREFIX"`
-	LatencyCSV     string        `name:"latency-csv" help:"Write each task's enqueue time and latency of every measured run to FILE as CSV (milliseconds; enqueue times count from the process's start, as GODEBUG=gctrace=1's are)." type:"path" placeholder:"FILE"`
+	LatencyCSV     string        `name:"latency-csv" help:"Write each task's enqueue time and latency of every measured run to FILE as CSV (milliseconds; enqueue times count from the start of a collection forced first: with GODEBUG=gctrace=1, the first cycle marked (forced))." type:"path" placeholder:"FILE"`
 }
 
 func (c *benchCmd) Run(ctx context.Context, g *globals, kctx *kong.Context) (err error) {
