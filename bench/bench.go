@@ -211,6 +211,12 @@ type Report struct {
 	Ratio float64 `json:"ratio,omitempty"`
 	// Ratios are the repeats' ratios, in order.
 	Ratios []float64 `json:"ratios,omitempty"`
+	// RatioBaselineFirst and RatioPipelineFirst are the medians of the
+	// pairs that ran the baseline first (even repeats) and the pipeline
+	// first (odd repeats): how far apart they are is the order's effect,
+	// which Ratio cancels when both orders are as many (an even Repeat).
+	RatioBaselineFirst float64 `json:"ratio_baseline_first,omitempty"`
+	RatioPipelineFirst float64 `json:"ratio_pipeline_first,omitempty"`
 	// Traced is the median traced pipeline run with CompareTracing, and
 	// TracedRatio the median of the repeats' traced/untraced throughput
 	// ratios (TracedRatios, in order): 1 − TracedRatio is what tracing
@@ -324,6 +330,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.Baseline = &b
 		if o.Rate <= 0 {
 			rep.Ratios, rep.Ratio = pairRatios(pipe, base)
+			if len(rep.Ratios) > 1 {
+				rep.RatioBaselineFirst, rep.RatioPipelineFirst = byOrder(rep.Ratios)
+			}
 		}
 	}
 	return rep, nil
@@ -389,7 +398,7 @@ func (e *env) loops(o Options, tasks []task, r int) ([]loop, error) {
 const warmUpRun = -1
 
 // pairRatios are the throughput ratios a[i]/b[i] of runs made back to
-// back, and their median (the lower middle one for an even count).
+// back, and their median.
 func pairRatios(a, b []Stats) ([]float64, float64) {
 	var rs []float64
 	for i := range min(len(a), len(b)) {
@@ -397,11 +406,38 @@ func pairRatios(a, b []Stats) ([]float64, float64) {
 			rs = append(rs, a[i].Throughput/b[i].Throughput)
 		}
 	}
-	if len(rs) == 0 {
-		return nil, 0
+	return rs, medianOf(rs)
+}
+
+// medianOf is the median of vs, the mean of the middle two for an even
+// count (0 for none). The pairs alternate which loop runs first, and the
+// second run of a pair is the faster one here (docs/DECISIONS.md): with
+// as many pairs of each order, the middle two are mostly one of each, and
+// their mean cancels the order, where the lower one would take its side.
+func medianOf(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
 	}
-	s := slices.Sorted(slices.Values(rs))
-	return rs, s[(len(s)-1)/2]
+	s := slices.Sorted(slices.Values(vs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// byOrder is the medians of the pairs whose repeat index is even (the
+// baseline or the traced loop ran first) and odd (the other ran first).
+func byOrder(rs []float64) (even, odd float64) {
+	var e, o []float64
+	for i, r := range rs {
+		if i%2 == 0 {
+			e = append(e, r)
+		} else {
+			o = append(o, r)
+		}
+	}
+	return medianOf(e), medianOf(o)
 }
 
 // median is the run with the median key (the lower middle one for an even

@@ -457,3 +457,27 @@ func TestGCSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestMedianOf: the middle value, or the mean of the middle two; the
+// ratio of alternating pairs is then not taken from one order's side.
+func TestMedianOf(t *testing.T) {
+	cases := []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{0.8}, 0.8},
+		{[]float64{0.9, 0.7, 0.8}, 0.8},
+		{[]float64{0.9, 0.7}, 0.8},
+		// Three pairs of each order, the baseline-first ones higher.
+		{[]float64{0.90, 0.80, 0.92, 0.78, 0.88, 0.82}, 0.85},
+	}
+	for _, c := range cases {
+		if got := medianOf(c.in); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("medianOf(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+	if even, odd := byOrder([]float64{0.90, 0.80, 0.92, 0.78, 0.88, 0.82}); even != 0.90 || odd != 0.80 {
+		t.Errorf("byOrder: baseline first %v, pipeline first %v; want 0.90 and 0.80", even, odd)
+	}
+}

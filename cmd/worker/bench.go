@@ -34,7 +34,7 @@ type benchCmd struct {
 	CompareTracing bool          `help:"Run the pipeline untraced and traced (as --trace) back to back in each repeat and print what tracing costs."`
 	Binary         bool          `help:"Send tasks in binary content mode (ce-* headers) instead of structured."`
 	Distinct       bool          `name:"distinct-configs" help:"Give every task a configuration of its own (a tool named after it), so that no task is finished from another's plan."`
-	Repeat         int           `help:"Runs of each loop, alternating; the median run and the median of the pairs' ratios are reported (one pair's ratio swings by ±0.1 on a shared host)." default:"5"`
+	Repeat         int           `help:"Runs of each loop, in pairs that alternate which loop runs first; the median run and the median of the pairs' ratios are reported (one pair's ratio swings by ±0.1 on a shared host; an even count runs as many pairs in each order)." default:"6"`
 	Warmup         int           `help:"Tasks of one unmeasured warm-up run of each loop before the measured runs, at most --tasks (0: none)." default:"20000"`
 	Purge          bool          `help:"With --nats: allow deleting the bench's streams if they exist on the server."`
 	Timeout        time.Duration `help:"Time limit of each run." default:"5m"`
@@ -185,7 +185,7 @@ func printReport(w io.Writer, r *bench.Report) {
 	if r.Baseline != nil && r.Ratio > 0 {
 		fmt.Fprintf(w, "\nratio pipeline/baseline: %.2f", r.Ratio)
 		if len(r.Ratios) > 1 {
-			fmt.Fprintf(w, " (median of the pairs' %.2f)", r.Ratios)
+			fmt.Fprintf(w, " (median of the pairs' %.2f; baseline first %.2f, pipeline first %.2f)", r.Ratios, r.RatioBaselineFirst, r.RatioPipelineFirst)
 		}
 		fmt.Fprintln(w)
 	}

@@ -31,11 +31,14 @@ func TestBenchSmoke(t *testing.T) {
 	if rep.Ratio <= 0 {
 		t.Errorf("ratio %v, want a positive number", rep.Ratio)
 	}
-	// Five alternating pairs by default, a ratio for each.
-	if rep.Repeat != 5 || len(rep.Ratios) != 5 || len(rep.Runs) != 10 {
-		t.Errorf("repeat %d, %d ratios, %d runs; want 5, 5 and 10 by default", rep.Repeat, len(rep.Ratios), len(rep.Runs))
+	// Six pairs by default, three in each order, a ratio for each.
+	if rep.Repeat != 6 || len(rep.Ratios) != 6 || len(rep.Runs) != 12 {
+		t.Errorf("repeat %d, %d ratios, %d runs; want 6, 6 and 12 by default", rep.Repeat, len(rep.Ratios), len(rep.Runs))
 	}
-	for _, line := range []string{"pipeline (run 1/5)", "baseline (run 5/5)"} {
+	if rep.RatioBaselineFirst <= 0 || rep.RatioPipelineFirst <= 0 {
+		t.Errorf("ratios by order %v and %v, want both", rep.RatioBaselineFirst, rep.RatioPipelineFirst)
+	}
+	for _, line := range []string{"pipeline (run 1/6)", "baseline (run 6/6)"} {
 		if !strings.Contains(stderr.String(), line) {
 			t.Errorf("no progress line %q on stderr:\n%s", line, stderr.String())
 		}
