@@ -16,11 +16,7 @@ import (
 // the command completes, every task has its outcome in both loops, and the
 // JSON report says so.
 func TestBenchSmoke(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	code := run([]string{"bench", "--tasks", "200", "--concurrency", "2", "--baseline", "--json"}, nil, &stdout, &stderr)
-	if code != 0 {
-		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
-	}
+	stdout, stderr := runBench(t, "--tasks", "200", "--concurrency", "2", "--baseline", "--json")
 	var rep bench.Report
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("report is not JSON: %v\n%s", err, stdout.String())
@@ -45,6 +41,17 @@ func TestBenchSmoke(t *testing.T) {
 	}
 }
 
+// runBench runs `worker bench args...`, fails the test unless it exits 0,
+// and returns what it printed.
+func runBench(t *testing.T, args ...string) (stdout, stderr *bytes.Buffer) {
+	t.Helper()
+	stdout, stderr = new(bytes.Buffer), new(bytes.Buffer)
+	if code := run(append([]string{"bench"}, args...), nil, stdout, stderr); code != 0 {
+		t.Fatalf("bench %v: exit %d; stderr:\n%s", args, code, stderr.String())
+	}
+	return stdout, stderr
+}
+
 func TestBenchUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"bench", "--mix", "casts=1,bogus=2"},
@@ -59,10 +66,7 @@ func TestBenchUsageErrors(t *testing.T) {
 }
 
 func TestBenchText(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"bench", "--tasks", "40", "--concurrency", "1"}, nil, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
-	}
+	stdout, _ := runBench(t, "--tasks", "40", "--concurrency", "1")
 	for _, want := range []string{"tasks/s", "p99 ms", "of it sys", "GC µs/task", "GOGC ", "pipeline", "36 resolved, 4 failed, every task exactly one"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, stdout.String())
@@ -74,11 +78,7 @@ func TestBenchText(t *testing.T) {
 // per measured run, named PREFIX.<loop>.<repeat>, and none for the warm-up.
 func TestBenchCPUProfiles(t *testing.T) {
 	prefix := filepath.Join(t.TempDir(), "cpu")
-	var stdout, stderr bytes.Buffer
-	args := []string{"bench", "--tasks", "100", "--concurrency", "2", "--baseline", "--repeat", "2", "--cpuprofile", prefix}
-	if code := run(args, nil, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
-	}
+	runBench(t, "--tasks", "100", "--concurrency", "2", "--baseline", "--repeat", "2", "--cpuprofile", prefix)
 	got, err := filepath.Glob(prefix + ".*")
 	if err != nil {
 		t.Fatal(err)
@@ -105,11 +105,7 @@ func TestBenchCPUProfiles(t *testing.T) {
 // task of each measured run.
 func TestBenchLatencyCSV(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "lat.csv")
-	var stdout, stderr bytes.Buffer
-	args := []string{"bench", "--tasks", "60", "--concurrency", "2", "--baseline", "--repeat", "1", "--latency-csv", file}
-	if code := run(args, nil, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
-	}
+	runBench(t, "--tasks", "60", "--concurrency", "2", "--baseline", "--repeat", "1", "--latency-csv", file)
 	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
