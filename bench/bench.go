@@ -111,6 +111,13 @@ type Options struct {
 	ProgressTTY bool
 }
 
+// unmeasured is o for a run that is not reported (a warm-up or a step of
+// the peak search): none of the per-run outputs.
+func (o Options) unmeasured() Options {
+	o.CPUProfile, o.Latencies = nil, nil
+	return o
+}
+
 func (o Options) withDefaults() Options {
 	if o.Tasks <= 0 {
 		o.Tasks = 20000
@@ -347,8 +354,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 // of 5,000 tasks left part of that; one as long as the measured runs
 // (20,000) did not.
 func (e *env) warmUp(ctx context.Context, o Options) error {
-	w := o
-	w.Tasks, w.Repeat, w.Rate, w.CPUProfile, w.Latencies = o.Warmup, 1, 0, nil, nil
+	w := o.unmeasured()
+	w.Tasks, w.Repeat, w.Rate = o.Warmup, 1, 0
 	tasks, err := buildTasks(w.Tasks, o.Mix, o.Binary, o.Distinct, runID())
 	if err != nil {
 		return err

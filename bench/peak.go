@@ -54,9 +54,8 @@ func (e *env) findPeak(ctx context.Context, o Options) (*PeakSearch, error) {
 		if err != nil {
 			return Stats{}, err
 		}
-		po := o
+		po := o.unmeasured()
 		po.Rate = rate
-		po.CPUProfile, po.Latencies = nil, nil
 		return e.run(ctx, po, 0, e.pipelineLoop(po, false), tasks)
 	}
 	pre, err := run(0)
