@@ -176,7 +176,10 @@ type encodedTask struct {
 
 // packTasks copies tasks into one buffer of bodies, one string of every id
 // and header name and value, and one list of header pairs: a run's tasks
-// are then four heap objects, whatever their number.
+// are then four heap objects, whatever their number. Each is sized first
+// and only appended to, so a window taken from it stays valid, as with
+// resolve.TextArena: a strings.Builder never writes over what its String
+// has handed out.
 func packTasks(enc []encodedTask) []task {
 	nb, ns, nh := 0, 0, 0
 	for i := range enc {
@@ -190,43 +193,29 @@ func packTasks(enc []encodedTask) []task {
 			}
 		}
 	}
-	// Strings are kept as offsets into text until it is complete.
-	type window struct{ from, to int }
 	body := make([]byte, 0, nb)
-	text := make([]byte, 0, ns)
-	put := func(s string) window {
-		from := len(text)
-		text = append(text, s...)
-		return window{from, len(text)}
+	hdr := make([]string, 0, nh)
+	var text strings.Builder
+	text.Grow(ns)
+	put := func(s string) string {
+		from := text.Len()
+		text.WriteString(s)
+		return text.String()[from:]
 	}
-	ids := make([][2]window, len(enc))
-	pairs := make([]window, 0, nh)
-	hdrAt := make([][2]int, len(enc))
 	tasks := make([]task, len(enc))
 	for i := range enc {
-		e := &enc[i]
-		from := len(body)
-		body = append(body, e.body...) // within its capacity: never moved
-		tasks[i].kind, tasks[i].body = e.kind, body[from:len(body):len(body)]
-		ids[i] = [2]window{put(e.id), put(e.outID)}
-		first := len(pairs)
+		e, t := &enc[i], &tasks[i]
+		from, first := len(body), len(hdr)
+		body = append(body, e.body...)
 		for k, vs := range e.header {
 			for _, v := range vs {
-				pairs = append(pairs, put(k), put(v))
+				hdr = append(hdr, put(k), put(v))
 			}
 		}
-		hdrAt[i] = [2]int{first, len(pairs)}
-	}
-	all := string(text)
-	str := func(w window) string { return all[w.from:w.to] }
-	hdr := make([]string, len(pairs))
-	for j, w := range pairs {
-		hdr[j] = str(w)
-	}
-	for i := range tasks {
-		t := &tasks[i]
-		t.id, t.outID = str(ids[i][0]), str(ids[i][1])
-		t.hdr = hdr[hdrAt[i][0]:hdrAt[i][1]:hdrAt[i][1]]
+		// Windows end at their capacity: an append to one cannot write
+		// over the next.
+		*t = task{kind: e.kind, id: put(e.id), outID: put(e.outID),
+			hdr: hdr[first:len(hdr):len(hdr)], body: body[from:len(body):len(body)]}
 	}
 	return tasks
 }
