@@ -99,7 +99,8 @@ type baselineTask struct {
 // against. It has the pipeline's shape — one pull iterator with the same
 // pull options (pipeline.PullOptions: batch and heartbeat) feeding
 // Concurrency goroutines, at most MaxInFlight tasks held, asynchronous
-// publish with the message id, one completion goroutine that acks each
+// publish with the message id and the worker's publish options
+// (pipeline.PublishOptions), one completion goroutine that acks each
 // task on its PubAck — and does none of rolecall's work: a
 // minimal encoding/json decode of the envelope, then the prepared outcome
 // bytes of the task's kind.
@@ -149,6 +150,7 @@ func runBaseline(ctx context.Context, js jetstream.JetStream, cons jetstream.Con
 		errMu.Unlock()
 	}
 	prefix := cfg.Prefix + ".tasks."
+	pubOpts := pipeline.PublishOptions()
 	for range cfg.Concurrency {
 		workers.Add(1)
 		go func() {
@@ -171,7 +173,7 @@ func runBaseline(ctx context.Context, js jetstream.JetStream, cons jetstream.Con
 					hdr[key] = v
 				}
 				hdr[nats.MsgIdHdr] = []string{events.OutcomeID(source, id)}
-				f, err := js.PublishMsgAsync(&nats.Msg{Subject: ot.subject, Header: hdr, Data: ot.body})
+				f, err := js.PublishMsgAsync(&nats.Msg{Subject: ot.subject, Header: hdr, Data: ot.body}, pubOpts...)
 				if err != nil {
 					_ = m.Nak()
 					<-slots

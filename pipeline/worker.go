@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -84,8 +85,8 @@ type Worker struct {
 }
 
 // New builds a worker; nothing touches the server until Run. The worker
-// reuses an outcome's buffer once its PubAck has come, so publish
-// callbacks configured on js (jetstream.WithPublishAsyncAckHandler,
+// reuses an outcome's buffer as soon as it is published (PublishOptions),
+// so publish callbacks configured on js (jetstream.WithPublishAsyncAckHandler,
 // WithPublishAsyncErrHandler) must not read or keep the message.
 func New(js jetstream.JetStream, src SnapshotSource, cfg Config, opt Options) (*Worker, error) {
 	cfg = cfg.withDefaults()
@@ -386,7 +387,6 @@ type delivery struct {
 	out      Outcome
 	taskID   string
 	slots    chan struct{}
-	outcome  *nats.Msg // its Data goes back to bodyPool on the PubAck
 	// obs observes Handle's stages; held here so that observing
 	// allocates nothing of its own.
 	obs stageObserver
@@ -514,10 +514,13 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 		}
 		// An encode error has ended the publish stage already.
 		if transient == nil {
-			dl.outcome = m
-			dl.future, transient = w.js.PublishMsgAsync(m)
+			dl.future, transient = w.js.PublishMsgAsync(m, publishOpts...)
+			// The client has copied the message into its write buffer and,
+			// with publishOpts, never sends it again: the body goes back to
+			// the pool now, to be written over by this goroutine's next
+			// outcome while it is still in the CPU's cache.
+			recycle(m)
 			if transient != nil {
-				recycle(m)
 				transient = fmt.Errorf("publish outcome: %w", transient)
 				w.stageDone(ctx, dl.pub, "publish", dl.pubStart, transient)
 			}
@@ -546,18 +549,14 @@ wait:
 	for {
 		select {
 		case ack = <-d.future.Ok():
-			recycle(d.outcome)
 			break wait
 		case err = <-d.future.Err():
-			recycle(d.outcome)
 			err = fmt.Errorf("publish outcome: %w", err)
 			break wait
 		case now := <-tick.C:
 			if now.Before(deadline) {
 				continue
 			}
-			// The client may still retry this publish: its body is not
-			// recycled.
 			err = fmt.Errorf("publish outcome: no PubAck within %s", w.cfg.AckWait)
 			break wait
 		}
@@ -725,6 +724,16 @@ func (w *Worker) encode(ctx context.Context, id string, inc events.Incoming, out
 	return &nats.Msg{Subject: subject, Header: h, Data: body}, span, start, nil
 }
 
+// PublishOptions are the options the worker publishes outcomes with: no
+// resend by the client when no stream answers (the client's default is two,
+// a quarter of a second apart). The task is nak'ed instead and its
+// redelivery publishes the outcome anew, so the client never reads an
+// outcome's body after PublishMsgAsync has returned, and the worker reuses
+// it at once. The bench's bare loop publishes with them too.
+func PublishOptions() []jetstream.PublishOpt { return slices.Clone(publishOpts) }
+
+var publishOpts = []jetstream.PublishOpt{jetstream.WithRetryAttempts(0)}
+
 // Span kinds as start options made once: building one per span allocates.
 var (
 	consumerKind = trace.WithSpanKind(trace.SpanKindConsumer)
@@ -733,9 +742,11 @@ var (
 
 // bodyPool recycles outcome bodies: each is several kilobytes (the prompt
 // appears twice), and allocating one per task showed as about a tenth of
-// the worker's CPU in `worker bench`. A body is handed back when its
-// publish has definitely ended (PubAck or error), never while the client
-// might still resend it.
+// the worker's CPU in `worker bench`. A body is handed back as soon as
+// PublishMsgAsync returns, which publishOpts makes safe. Handed back on
+// the PubAck instead, as before, the bodies of every task in flight (up
+// to MaxInFlight, 256 by default) took turns: each outcome was written
+// into memory long out of the cache (docs/DECISIONS.md).
 var bodyPool = sync.Pool{New: func() any { return new([]byte) }}
 
 // holderPool keeps the *[]byte holders themselves, so that recycling a
