@@ -85,7 +85,7 @@ type Worker struct {
 }
 
 // New builds a worker; nothing touches the server until Run. The worker
-// reuses an outcome's buffer as soon as it is published (PublishOptions),
+// writes over an outcome's body as soon as it is published (PublishOptions),
 // so publish callbacks configured on js (jetstream.WithPublishAsyncAckHandler,
 // WithPublishAsyncErrHandler) must not read or keep the message.
 func New(js jetstream.JetStream, src SnapshotSource, cfg Config, opt Options) (*Worker, error) {
@@ -319,11 +319,13 @@ func (w *Worker) consumeTasks(ctx, work context.Context, c jetstream.Consumer) e
 		procs.Add(1)
 		go func() {
 			defer procs.Done()
-			// The goroutine's prompts are pieces of shared blocks.
+			// The goroutine's prompts are pieces of shared blocks, and
+			// its outcomes are written into one buffer (see process).
 			var arena resolve.TextArena
 			var plans Plans
+			var body []byte
 			for m := range msgs {
-				if d := w.process(work, m, slots, &arena, &plans); d != nil {
+				if d := w.process(work, m, slots, &arena, &plans, &body); d != nil {
 					pending <- d
 				}
 			}
@@ -395,7 +397,7 @@ type delivery struct {
 // process turns one task message into a published outcome whose PubAck is
 // still to come (the returned delivery), or finishes the task itself: a nak
 // when a transient fault prevents publishing (nil is returned then).
-func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan struct{}, arena *resolve.TextArena, plans *Plans) (d *delivery) {
+func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan struct{}, arena *resolve.TextArena, plans *Plans, body *[]byte) (d *delivery) {
 	start := time.Now()
 	var inc events.Incoming
 	w.alive.hold(msg, start)
@@ -495,12 +497,11 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 		if out.Resolved != nil && w.opt.Hooks.BeforePublish == nil {
 			fixed = plans.fixed()
 		}
-		m, dl.pub, dl.pubStart, transient = w.encode(ctx, id, inc, out, fixed)
+		m, dl.pub, dl.pubStart, transient = w.encode(ctx, id, inc, out, fixed, *body)
 		if transient == nil && out.Resolved != nil && tooLarge(w.js.Conn(), m) {
 			// A resolved spec too large for the server would be refused on
 			// every delivery; it is a typed failure, not a transient fault.
 			size := len(m.Data)
-			recycle(m)
 			out.Failure = &events.FailureData{
 				TaskID: nonEmpty(&inc.Task.TaskID), Stage: resolve.StageMaterialize, Code: resolve.CodeMaterializeFailed,
 				Details: map[string]any{"reason": "outcome_too_large", "bytes": size, "max_payload": w.js.Conn().MaxPayload()},
@@ -510,16 +511,22 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 			if dl.pub != nil {
 				dl.pub.End()
 			}
-			m, dl.pub, dl.pubStart, transient = w.encode(ctx, id, inc, out, nil)
+			m, dl.pub, dl.pubStart, transient = w.encode(ctx, id, inc, out, nil, m.Data)
 		}
 		// An encode error has ended the publish stage already.
 		if transient == nil {
 			dl.future, transient = w.js.PublishMsgAsync(m, publishOpts...)
 			// The client has copied the message into its write buffer and,
-			// with publishOpts, never sends it again: the body goes back to
-			// the pool now, to be written over by this goroutine's next
-			// outcome while it is still in the CPU's cache.
-			recycle(m)
+			// with publishOpts, never reads it again: the goroutine's next
+			// outcome is written over this one while it is still in the
+			// CPU's cache. A body reused only after its PubAck, as before
+			// (a pool of them), meant the bodies of every task in flight
+			// (up to MaxInFlight, 256 by default) took turns, and each
+			// outcome was written into memory long out of the cache
+			// (docs/DECISIONS.md). A rare huge body is not kept.
+			if cap(m.Data) <= maxKeptBody {
+				*body = m.Data[:0]
+			}
 			if transient != nil {
 				transient = fmt.Errorf("publish outcome: %w", transient)
 				w.stageDone(ctx, dl.pub, "publish", dl.pubStart, transient)
@@ -669,7 +676,8 @@ func (w *Worker) release(d *delivery) {
 // An error means nothing is to be published; the span is then already
 // ended when it is nil. fixed, when not nil, caches the encoding of the
 // fields of the plan the outcome was finished from (events.FixedFields).
-func (w *Worker) encode(ctx context.Context, id string, inc events.Incoming, out *Outcome, fixed *events.FixedFields) (*nats.Msg, trace.Span, time.Time, error) {
+// The body is appended to dst[:0], in its array when it is large enough.
+func (w *Worker) encode(ctx context.Context, id string, inc events.Incoming, out *Outcome, fixed *events.FixedFields, dst []byte) (*nats.Msg, trace.Span, time.Time, error) {
 	var span trace.Span
 	if w.tracing {
 		ctx, span = w.tracer.Start(ctx, telemetry.SpanPublish, producerKind)
@@ -687,15 +695,8 @@ func (w *Worker) encode(ctx context.Context, id string, inc events.Incoming, out
 		body    []byte
 		err     error
 	)
-	buf := bodyPool.Get().(*[]byte)
-	defer func() {
-		// The buffer's array now backs body (or nothing was written):
-		// only the empty holder goes back.
-		*buf = nil
-		holderPool.Put(buf)
-	}()
 	if out.Resolved != nil {
-		subject, h, body, err = events.AppendResolved(*buf, w.cfg.Prefix, meta, out.Resolved)
+		subject, h, body, err = events.AppendResolved(dst, w.cfg.Prefix, meta, out.Resolved)
 		if err != nil {
 			// Unencodable resolved data is a bug; report it as a typed
 			// materialize failure rather than retrying forever.
@@ -705,7 +706,7 @@ func (w *Worker) encode(ctx context.Context, id string, inc events.Incoming, out
 		}
 	}
 	if out.Failure != nil {
-		subject, h, body, err = events.AppendFailed(*buf, w.cfg.Prefix, meta, out.Failure)
+		subject, h, body, err = events.AppendFailed(dst, w.cfg.Prefix, meta, out.Failure)
 		if err != nil {
 			err = fmt.Errorf("encode failure outcome: %w", err)
 			w.stageDone(ctx, span, "publish", start, err)
@@ -728,8 +729,9 @@ func (w *Worker) encode(ctx context.Context, id string, inc events.Incoming, out
 // resend by the client when no stream answers (the client's default is two,
 // a quarter of a second apart). The task is nak'ed instead and its
 // redelivery publishes the outcome anew, so the client never reads an
-// outcome's body after PublishMsgAsync has returned, and the worker reuses
-// it at once. The bench's bare loop publishes with them too.
+// outcome's body after PublishMsgAsync has returned, and the worker writes
+// its next outcome over it at once. The bench's bare loop publishes with
+// them too.
 func PublishOptions() []jetstream.PublishOpt { return slices.Clone(publishOpts) }
 
 var publishOpts = []jetstream.PublishOpt{jetstream.WithRetryAttempts(0)}
@@ -740,32 +742,11 @@ var (
 	producerKind = trace.WithSpanKind(trace.SpanKindProducer)
 )
 
-// bodyPool recycles outcome bodies: each is several kilobytes (the prompt
-// appears twice), and allocating one per task showed as about a tenth of
-// the worker's CPU in `worker bench`. A body is handed back as soon as
-// PublishMsgAsync returns, which publishOpts makes safe. Handed back on
-// the PubAck instead, as before, the bodies of every task in flight (up
-// to MaxInFlight, 256 by default) took turns: each outcome was written
-// into memory long out of the cache (docs/DECISIONS.md).
-var bodyPool = sync.Pool{New: func() any { return new([]byte) }}
-
-// holderPool keeps the *[]byte holders themselves, so that recycling a
-// body does not allocate one.
-var holderPool = sync.Pool{New: func() any { return new([]byte) }}
-
-// maxPooledBody keeps a rare huge outcome from pinning its buffer.
-const maxPooledBody = 256 << 10
-
-// recycle returns m's body to bodyPool; m must not be used afterwards.
-func recycle(m *nats.Msg) {
-	if m == nil || cap(m.Data) == 0 || cap(m.Data) > maxPooledBody {
-		return
-	}
-	h := holderPool.Get().(*[]byte)
-	*h = m.Data[:0]
-	m.Data = nil
-	bodyPool.Put(h)
-}
+// maxKeptBody keeps a rare huge outcome from pinning its buffer: each
+// processing goroutine writes its outcomes (several kilobytes, the prompt
+// appears twice) into one buffer of its own, as allocating one per task
+// showed as about a tenth of the worker's CPU in `worker bench`.
+const maxKeptBody = 256 << 10
 
 // traceContext is the W3C context the outcome carries: the publish span's
 // (its parent's when tracing is off, as the no-op tracer passes that on).
@@ -776,7 +757,7 @@ func (w *Worker) traceContext(ctx context.Context) (traceparent, tracestate stri
 // publish encodes the outcome and waits for its PubAck (the dead-letter
 // path, where a message a day does not need the task loop's pipelining).
 func (w *Worker) publish(ctx context.Context, id string, inc events.Incoming, out *Outcome) (*jetstream.PubAck, error) {
-	m, span, start, err := w.encode(ctx, id, inc, out, nil)
+	m, span, start, err := w.encode(ctx, id, inc, out, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -784,7 +765,6 @@ func (w *Worker) publish(ctx context.Context, id string, inc events.Incoming, ou
 		ctx = trace.ContextWithSpan(ctx, span)
 	}
 	ack, err := w.js.PublishMsg(ctx, m)
-	recycle(m)
 	if err != nil {
 		err = fmt.Errorf("publish outcome: %w", err)
 	}
