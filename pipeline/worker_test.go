@@ -393,6 +393,9 @@ func TestRedeliveryIsDuplicate(t *testing.T) {
 	}
 }
 
+// Every task gets one outcome, and that outcome is its own: a worker
+// writes each outcome over the last one as soon as it is published, so a
+// body still read after that would show here as another task's.
 func TestTwoWorkersManyTasks(t *testing.T) {
 	h := newHarness(t, testConfig())
 	src := loadSource(t, emptyRoot(t))
@@ -400,11 +403,32 @@ func TestTwoWorkersManyTasks(t *testing.T) {
 	h.start(src, pipeline.Options{})
 	roles := []string{"architect", "analyst", "critic", "tester", "nobody"}
 	var ids []string
+	taskOf := map[string]string{} // event id -> task id
 	for i := 0; i < 2000; i++ {
-		ids = append(ids, h.submit(fmt.Sprintf(`{"task_id":"T-%d","role":%q}`, i, roles[i%len(roles)]), i%2 == 0))
+		taskID := fmt.Sprintf("T-%d", i)
+		// An extra prompt of its own makes each body differ beyond its ids.
+		id := h.submit(fmt.Sprintf(`{"task_id":%q,"role":%q,"overrides":{"extra_prompt":"Ticket %s."}}`, taskID, roles[i%len(roles)], taskID), i%2 == 0)
+		ids = append(ids, id)
+		taskOf[id] = taskID
 	}
 	outs := h.waitOutcomes(len(ids), 60*time.Second)
 	exactlyOnce(t, ids, outs)
+	for _, o := range outs {
+		id, want := causation(o.ev), taskOf[causation(o.ev)]
+		if o.ev.Type() == events.TypeSpecFailed {
+			if f := failureOf(t, o.ev); f.TaskID == nil || *f.TaskID != want {
+				t.Fatalf("failure outcome of %s (task %s) holds task %v", id, want, f.TaskID)
+			}
+			continue
+		}
+		var data events.ResolvedData
+		if err := json.Unmarshal(o.ev.Data(), &data); err != nil {
+			t.Fatalf("outcome of %s: %v", id, err)
+		}
+		if data.TaskID != want || !strings.HasSuffix(data.PromptBody, "Ticket "+want+".") {
+			t.Fatalf("outcome of %s (task %s) holds task %q with a prompt ending %q", id, want, data.TaskID, data.PromptBody[max(len(data.PromptBody)-20, 0):])
+		}
+	}
 }
 
 func TestStoppedWorkerAndSecondWorker(t *testing.T) {
