@@ -30,6 +30,12 @@ type Plan struct {
 	before []byte
 	after  []byte
 	state  hash.Cloner
+	// apartBody and apartMessage are what Resolve composes before the
+	// extra prompt's block (the body's blocks trimmed, the message's head):
+	// ResolveApart's body and message. apartBody is "" when the planned
+	// body is blank, and nothing is kept apart then.
+	apartBody    string
+	apartMessage string
 }
 
 // cloneMin is the shortest encoding before the extra prompt whose hash
@@ -62,6 +68,10 @@ func NewPlan(ref RoleRef, in Inputs, preamble string) *Plan {
 		before:  bytes.Clone(canon(mem[:0]).beforeExtra(ref, in)),
 		after:   bytes.Clone(canon(mem[:0]).afterExtra(in)),
 	}
+	// Composed once here so that every task's result shares them: the
+	// same text at the same address, which an encoder caching quoted
+	// prompts compares by pointer.
+	p.apartBody, p.apartMessage = joinBlocksAfter(nil, p.head, p.out.PromptBody)
 	if len(p.before) >= cloneMin {
 		h := sha256.New()
 		_, _ = h.Write(p.before)
@@ -102,6 +112,49 @@ func (p *Plan) Resolve(extra *string, arena *TextArena) (ResolvedAgentSpec, stri
 		out.PromptOverlays = append(slices.Clip(out.PromptOverlays), x)
 	}
 	return out, message, nil
+}
+
+// Apart is the result ResolveApart builds on, without an extra prompt:
+// the spec, with the planned body as Resolve composes it before the extra
+// prompt's block, and its system message. A caller that checks each
+// task's result (the materializer) can check this one once instead: a
+// task's result differs from it only by one more trimmed, non-blank block
+// at the end of the body, the message and (for a casts identity) the
+// overlays. ok is false for a failed plan and for one whose body is blank,
+// where ResolveApart keeps nothing apart.
+func (p *Plan) Apart() (spec ResolvedAgentSpec, message string, ok bool) {
+	if p.err != nil || p.apartBody == "" {
+		return ResolvedAgentSpec{}, "", false
+	}
+	spec = p.out
+	spec.PromptBody = p.apartBody
+	return spec, p.apartMessage, true
+}
+
+// ResolveApart is Resolve without composing the prompt. When Apart's ok is
+// true and the extra prompt is not blank, it returns Apart's spec with the
+// extra prompt's block appended to PromptOverlays (as Resolve appends it,
+// for a casts identity), Apart's message, and the block as tail: Resolve's
+// PromptBody is then spec.PromptBody + BlockSeparator + tail, and its
+// message is message + BlockSeparator + tail. Otherwise tail is "" and the
+// results are Resolve's. Composing the prompt, a few KB per task, and
+// comparing it were the largest cost the worker could still shed
+// (docs/PERFORMANCE.md).
+func (p *Plan) ResolveApart(extra *string, arena *TextArena) (spec ResolvedAgentSpec, message, tail string, err error) {
+	var x string
+	if extra != nil {
+		x = strings.TrimSpace(*extra)
+	}
+	if p.err != nil || x == "" || p.apartBody == "" {
+		spec, message, err = p.Resolve(extra, arena)
+		return spec, message, "", err
+	}
+	spec = p.out
+	spec.PromptBody = p.apartBody
+	if !p.replace {
+		spec.PromptOverlays = append(slices.Clip(spec.PromptOverlays), x)
+	}
+	return spec, p.apartMessage, x, nil
 }
 
 // InputsDigest is InputsDigest(ref, in) for the plan's ref and inputs

@@ -744,6 +744,53 @@ func TestPropertyPlan(t *testing.T) {
 	})
 }
 
+// TestPropertyPlanApart: ResolveApart's result with its tail folded back
+// into the body and the message is Resolve's, and only a non-blank extra
+// prompt on a plan with a body is kept apart; Apart is that result without
+// the tail's block.
+func TestPropertyPlanApart(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		sc := genScenario.Draw(t, "scenario")
+		preamble := rapid.SampledFrom([]string{"", "You are part of a fleet.", "  Fleet rules.\n"}).Draw(t, "preamble")
+		plan := resolve.NewPlan(sc.ref, sc.in, preamble)
+		extra := sc.in.Task.ExtraPrompt
+		want, wantMsg, wantErr := plan.Resolve(extra, nil)
+		got, msg, tail, err := plan.ResolveApart(extra, nil)
+		if diff := cmp.Diff(wantErr, err); diff != "" {
+			t.Fatalf("error differs from Resolve's:\n%s", diff)
+		}
+		base, baseMsg, ok := plan.Apart()
+		blank := extra == nil || strings.TrimSpace(*extra) == ""
+		if wantTail := ok && !blank; (tail != "") != wantTail {
+			t.Fatalf("tail %q; want one: %v (Apart ok %v, extra prompt %v)", tail, wantTail, ok, extra)
+		}
+		if ok && plan.Err() != nil {
+			t.Fatalf("Apart ok with plan error %v", plan.Err())
+		}
+		if tail != "" {
+			if tail != strings.TrimSpace(*extra) {
+				t.Fatalf("tail %q is not the trimmed extra prompt %q", tail, *extra)
+			}
+			if base.PromptBody != got.PromptBody || baseMsg != msg {
+				t.Fatalf("ResolveApart's body/message (%q, %q) are not Apart's (%q, %q)", got.PromptBody, msg, base.PromptBody, baseMsg)
+			}
+			a, b := base, got
+			a.PromptOverlays, b.PromptOverlays = nil, nil
+			if diff := cmp.Diff(a, b); diff != "" {
+				t.Fatalf("ResolveApart's result differs from Apart's beyond the overlays (-Apart +ResolveApart):\n%s", diff)
+			}
+			got.PromptBody += resolve.BlockSeparator + tail
+			msg += resolve.BlockSeparator + tail
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("folded result differs from Resolve's (-Resolve +ResolveApart):\n%s", diff)
+		}
+		if msg != wantMsg {
+			t.Fatalf("folded message %q, want Resolve's %q", msg, wantMsg)
+		}
+	})
+}
+
 func TestPropertyNoInputMutation(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		sc := genScenario.Draw(t, "scenario")
