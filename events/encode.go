@@ -308,8 +308,11 @@ func encodeOutcome(dst []byte, typ, schema string, meta OutcomeMeta, data any, e
 	if !ok {
 		// Whatever the hand-written encoder gives up on, the reflection
 		// encoder decides, errors included.
-		if f, ok := data.(*FailureData); ok {
-			data = normalizedFailure(f)
+		switch d := data.(type) {
+		case *FailureData:
+			data = normalizedFailure(d)
+		case *ResolvedData:
+			data = d.Complete()
 		}
 		var err error
 		if body, err = ev.appendTo(dst, data); err != nil {

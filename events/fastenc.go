@@ -410,7 +410,13 @@ func (e *fastEncoder) resolved(b []byte, d *ResolvedData) []byte {
 	b = e.fixedPart(b, 0, s, (*fastEncoder).fixedHead)
 	b = append(b, `,"prompt_body":`...)
 	bodyStart := len(b)
-	b = e.strCached(b, s.PromptBody)
+	if d.PromptTail == "" {
+		b = e.strCached(b, s.PromptBody)
+	} else {
+		// Kept apart, the body before the tail is the same text in every
+		// outcome of a plan, and is cached whole.
+		b = e.tail(e.contentsCached(append(b, '"'), s.PromptBody), d.PromptTail)
+	}
 	bodyEnd := len(b)
 	b = e.strings(append(b, `,"prompt_overlays":`...), s.PromptOverlays)
 	b = e.fixedPart(b, 1, s, (*fastEncoder).fixedMid)
@@ -425,15 +431,27 @@ func (e *fastEncoder) resolved(b []byte, d *ResolvedData) []byte {
 	// begin with a continuation byte, so the split is at a rune boundary.
 	// If anything was invalid, e.bad is already set. The part before the
 	// body is the preamble, the same in every outcome, so its quoted form
-	// comes from the table too.
+	// comes from the table too. With a tail, both texts end with it after
+	// a separator: the body's quoted form, copied, includes them.
 	if msg := d.SystemMessage; len(s.PromptBody) >= 64 && strings.HasSuffix(msg, s.PromptBody) {
 		b = e.contentsCached(append(b, '"'), msg[:len(msg)-len(s.PromptBody)])
 		b = append(b, b[bodyStart+1:bodyEnd]...)
+	} else if d.PromptTail != "" {
+		b = e.tail(e.contentsCached(append(b, '"'), msg), d.PromptTail)
 	} else {
 		b = e.str(b, msg)
 	}
 	b = e.str(append(b, `,"inputs_digest":`...), d.InputsDigest)
 	return append(b, '}')
+}
+
+// tail ends a string whose contents b holds so far with a block
+// separator and t, and its closing quote. The parts' quoted forms make
+// the whole's when each is valid UTF-8; if t is not, e.bad is set.
+func (e *fastEncoder) tail(b []byte, t string) []byte {
+	b, ok := appendStringBody(append(b, `\n\n`...), t)
+	e.bad = e.bad || !ok
+	return append(b, '"')
 }
 
 // fixedPart appends part i of the fixed fields (see FixedFields): copied
@@ -565,7 +583,7 @@ func outcomeSizeHint(ev *outEvent, data any) int {
 		len(ev.causationID) + len(ev.taskID) + len(ev.traceParent) + len(ev.traceState)
 	switch d := data.(type) {
 	case *ResolvedData:
-		text := len(d.PromptBody) + len(d.SystemMessage)
+		text := len(d.PromptBody) + len(d.SystemMessage) + 2*(len(d.PromptTail)+len(resolve.BlockSeparator))
 		n += 1536 + text + text/8 + 64*len(d.ArtifactDefaults)
 	case *FailureData:
 		n += 256 + len(d.Message) + len(d.Message)/8 + 64*len(d.Details)

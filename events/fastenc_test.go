@@ -327,6 +327,26 @@ func resolvedCases(t *testing.T) []outcomeCase[*events.ResolvedData] {
 			d.PromptBody = longPrompt(4 << 10)
 			d.SystemMessage = d.PromptBody + "\n\nsuffix"
 		}), false, false},
+		{"tail", with(func(d *events.ResolvedData) {
+			d.PromptBody = longPrompt(4 << 10)
+			d.SystemMessage = "You are part of rolecall.\n\n" + d.PromptBody
+			d.PromptTail = "Fix ticket \"T-7\" <now>.\n- then ünïcode ✓\u2028"
+		}), false, false},
+		{"tail, short prompt", with(func(d *events.ResolvedData) {
+			d.PromptBody = "short"
+			d.SystemMessage = "pre\n\n" + d.PromptBody
+			d.PromptTail = "x"
+		}), false, false},
+		{"tail, system message = prompt + suffix", with(func(d *events.ResolvedData) {
+			d.PromptBody = longPrompt(300)
+			d.SystemMessage = d.PromptBody + "\n\nsuffix"
+			d.PromptTail = "Fix ticket 7."
+		}), false, false},
+		{"invalid tail", with(func(d *events.ResolvedData) {
+			d.PromptBody = longPrompt(300)
+			d.SystemMessage = d.PromptBody
+			d.PromptTail = "\x82 ticket"
+		}), true, false},
 		{"short prompt suffix", with(func(d *events.ResolvedData) {
 			d.PromptBody = "short \"prompt\""
 			d.SystemMessage = "pre\n\n" + d.PromptBody
@@ -447,6 +467,45 @@ func TestFastEncoderMatchesReflection(t *testing.T) {
 				t.Run(mn, func(t *testing.T) { wantFail(t, c.fails, mn, checkSame(t, failedEncoders, "", m, c.d, c.deferOK)) })
 			}
 		})
+	}
+}
+
+// TestPromptTailIsComplete: an outcome whose prompt's last block is kept
+// apart (PromptTail) encodes as Complete's result, which folds it in, and
+// Complete leaves its receiver alone.
+func TestPromptTailIsComplete(t *testing.T) {
+	tails := 0
+	for _, c := range resolvedCases(t) {
+		if c.d.PromptTail == "" {
+			if c.d.Complete() != c.d {
+				t.Errorf("%s: Complete copied data without a tail", c.name)
+			}
+			continue
+		}
+		tails++
+		t.Run(c.name, func(t *testing.T) {
+			before := *c.d
+			full := c.d.Complete()
+			if diff := cmp.Diff(before, *c.d); diff != "" {
+				t.Fatalf("Complete changed its receiver (-before +after):\n%s", diff)
+			}
+			if want := before.PromptBody + "\n\n" + before.PromptTail; full.PromptBody != want || full.PromptTail != "" ||
+				full.SystemMessage != before.SystemMessage+"\n\n"+before.PromptTail {
+				t.Fatalf("Complete gave body %q, message %q, tail %q", full.PromptBody, full.SystemMessage, full.PromptTail)
+			}
+			meta := testMeta("T-1")
+			_, _, got, err := events.AppendResolved(nil, "", meta, c.d)
+			_, _, want, wantErr := events.AppendResolved(nil, "", meta, full)
+			if (err == nil) != (wantErr == nil) {
+				t.Fatalf("error %v, Complete's %v", err, wantErr)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("body differs from Complete's at byte %d:\ntail: %s\nfull: %s", firstDiff(got, want), clip(got, want), clip(want, got))
+			}
+		})
+	}
+	if tails < 3 {
+		t.Fatalf("only %d cases keep a tail", tails)
 	}
 }
 
@@ -722,6 +781,9 @@ func drawResolved(t *rapid.T) *events.ResolvedData {
 		d.SystemMessage = drawString(t, "system_message")
 	}
 	d.InputsDigest = drawString(t, "inputs_digest")
+	if rapid.Bool().Draw(t, "tail.set") {
+		d.PromptTail = drawString(t, "tail")
+	}
 	return d
 }
 
@@ -766,7 +828,7 @@ func drawMeta(t *rapid.T) events.OutcomeMeta {
 // fastenc.go, then add it to this list.
 func TestOutcomeTypesAreKnown(t *testing.T) {
 	want := map[string]string{
-		"ResolvedData":               "TaskID string json:task_id; ResolvedAgentSpec resolve.ResolvedAgentSpec; SystemMessage string json:system_message; InputsDigest string json:inputs_digest",
+		"ResolvedData":               "TaskID string json:task_id; ResolvedAgentSpec resolve.ResolvedAgentSpec; SystemMessage string json:system_message; InputsDigest string json:inputs_digest; PromptTail string json:-",
 		"ResolvedAgentSpec":          "Identity resolve.Identity json:identity; Pack resolve.PackRef json:pack; Active bool json:active; Model string json:model; Effort *string json:effort; Tools []string json:tools; Permissions *resolve.PermissionPolicy json:permissions; Yolo bool json:yolo; Bypass bool json:bypass; FastMode bool json:fast_mode; LionSystem bool json:lion_system; PromptDisposition resolve.PromptDisposition json:prompt_disposition; PromptBody string json:prompt_body; PromptOverlays []string json:prompt_overlays; GrantRoleEmission bool json:grant_role_emissions; Emits []string json:emits; ArtifactDefaults map[string]interface {} json:artifact_defaults; Timeout *int json:timeout; ResumeOnTimeout bool json:resume_on_timeout; Sources resolve.Sources json:sources; Diagnostics []resolve.Diagnostic json:diagnostics; Role *resolve.Role json:-; ModeDefs []resolve.Mode json:-; Directives resolve.Directives json:-",
 		"Identity":                   "Kind resolve.IdentityKind json:kind; Name string json:name; Modes []string json:modes",
 		"PackRef":                    "Name string json:name; Digest string json:digest",
@@ -841,6 +903,16 @@ func FuzzAppendResolvedMatchesReflection(f *testing.F) {
 		meta := testMeta(taskID)
 		meta.CausationID = value
 		checkSame(t, resolvedEncoders, "", meta, &d, false)
+		// The same with the last block kept apart, which must encode as
+		// the whole (the reference folds it in).
+		d.PromptTail = value
+		if checkSame(t, resolvedEncoders, "", meta, &d, false) == nil {
+			_, _, got, _ := events.AppendResolved(nil, "", meta, &d)
+			_, _, want, _ := events.AppendResolved(nil, "", meta, d.Complete())
+			if !bytes.Equal(got, want) {
+				t.Fatalf("body with a tail differs from Complete's at byte %d", firstDiff(got, want))
+			}
+		}
 		fd := &events.FailureData{TaskID: &taskID, Code: resolve.CodeTaskInvalid, Subject: &key,
 			Details: map[string]any{key: value, "prompt": prompt, "f": num}, Message: preamble + prompt}
 		checkSame(t, failedEncoders, "", meta, fd, false)

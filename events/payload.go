@@ -47,6 +47,30 @@ type ResolvedData struct {
 	resolve.ResolvedAgentSpec
 	SystemMessage string `json:"system_message"`
 	InputsDigest  string `json:"inputs_digest"`
+
+	// PromptTail, when not empty, is the last block of the prompt body and
+	// of the system message, kept apart from both: the event's prompt_body
+	// is PromptBody + resolve.BlockSeparator + PromptTail, and its
+	// system_message is SystemMessage + resolve.BlockSeparator +
+	// PromptTail. A worker finishing a task from a resolve.Plan keeps the
+	// task's extra prompt here (Plan.ResolveApart) rather than compose a
+	// copy of the whole prompt per task; the encoders write the event as
+	// for Complete's result. Anything else that reads the prompt must use
+	// Complete.
+	PromptTail string `json:"-"`
+}
+
+// Complete returns d with PromptTail folded into PromptBody and
+// SystemMessage: d itself when PromptTail is empty, else a copy.
+func (d *ResolvedData) Complete() *ResolvedData {
+	if d.PromptTail == "" {
+		return d
+	}
+	c := *d
+	c.PromptBody = d.PromptBody + resolve.BlockSeparator + d.PromptTail
+	c.SystemMessage = d.SystemMessage + resolve.BlockSeparator + d.PromptTail
+	c.PromptTail = ""
+	return &c
 }
 
 // FailureData is the data of a dev.rolecall.agentspec.failed.v1 event.
