@@ -64,7 +64,10 @@ func Handle(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, obse
 // HandleIn is Handle with the prompt text carved from arena and the
 // resolution finished from a plan in plans (each when not nil; see
 // resolve.TextArena and Plans): the worker gives each processing
-// goroutine one of each. The outcome is Handle's either way.
+// goroutine one of each. The outcome is Handle's either way, except that
+// one finished from a plan may keep the task's extra prompt apart
+// (events.ResolvedData.PromptTail): its Resolved.Complete() is Handle's.
+// The outcome's encoding is the same.
 func HandleIn(arena *resolve.TextArena, plans *Plans, snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, observe Observer) Outcome {
 	if observe == nil {
 		observe = noObserver{}
@@ -95,15 +98,18 @@ func HandleIn(arena *resolve.TextArena, plans *Plans, snap *discover.Snapshot, t
 	// allocation: the outcome carries both.
 	var plan *resolve.Plan
 	var spec resolve.ResolvedAgentSpec
-	var composed string
+	var composed, tail string
 	if plans != nil {
 		if plans.used = plans.plan(snap, ref, in); plans.used != nil {
 			plan = plans.used.plan
 		}
 	}
-	if plan != nil {
+	switch {
+	case plan != nil && plans.used.apart:
+		spec, composed, tail, err = plan.ResolveApart(in.Task.ExtraPrompt, arena)
+	case plan != nil:
 		spec, composed, err = plan.Resolve(in.Task.ExtraPrompt, arena)
-	} else {
+	default:
 		spec, composed, err = resolve.ResolveShared(ref, in, snap.Preamble, arena)
 	}
 	observe.StageEnd(resolve.StageResolve, err)
@@ -116,7 +122,12 @@ func HandleIn(arena *resolve.TextArena, plans *Plans, snap *discover.Snapshot, t
 	// Only the system message goes into the outcome, so the AgentSpec and
 	// run envelope are not built; the checks are Materialize's, and the
 	// composed message is used only once it is shown to be the right one.
-	msg, err := materialize.MaterializeSystemMessageFrom(&spec, snap.Preamble, composed)
+	msg := composed
+	if tail == "" {
+		msg, err = materialize.MaterializeSystemMessageFrom(&spec, snap.Preamble, composed)
+	}
+	// else the plan's result without the tail passed these checks when the
+	// plan was made (apartChecked), and the tail is one more block.
 	observe.StageEnd(resolve.StageMaterialize, err)
 	if err != nil {
 		out.Failure = FailureFrom(&taskID, resolve.StageMaterialize, err)
@@ -133,6 +144,7 @@ func HandleIn(arena *resolve.TextArena, plans *Plans, snap *discover.Snapshot, t
 		ResolvedAgentSpec: spec,
 		SystemMessage:     msg,
 		InputsDigest:      digest,
+		PromptTail:        tail,
 	}
 	return out
 }

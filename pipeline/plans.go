@@ -1,8 +1,11 @@
 package pipeline
 
 import (
+	"strings"
+
 	"github.com/rolecall/rolecall/discover"
 	"github.com/rolecall/rolecall/events"
+	"github.com/rolecall/rolecall/materialize"
 	"github.com/rolecall/rolecall/resolve"
 )
 
@@ -37,10 +40,13 @@ type Plans struct {
 }
 
 // planned is a plan and the encoding of the fields every outcome
-// finished from it shares.
+// finished from it shares. apart is true when its tasks' results keep the
+// extra prompt apart (resolve.Plan.ResolveApart), checked by the
+// materializer once for all of them (apartChecked).
 type planned struct {
 	plan  *resolve.Plan
 	fixed events.FixedFields
+	apart bool
 }
 
 type planScope struct {
@@ -71,6 +77,7 @@ func (c *Plans) plan(snap *discover.Snapshot, ref resolve.RoleRef, in resolve.In
 		c.n++
 	default:
 		p = &planned{plan: resolve.NewPlan(ref, in, snap.Preamble)}
+		p.apart = apartChecked(p.plan, snap.Preamble)
 		byTask[string(c.key)] = p
 	}
 	return p
@@ -83,4 +90,28 @@ func (c *Plans) fixed() *events.FixedFields {
 		return nil
 	}
 	return &c.used.fixed
+}
+
+// apartChecked reports whether the results of plan may keep the task's
+// extra prompt apart, with the materializer's checks run once, here,
+// instead of on each. A task's result differs from Apart's only by one
+// more trimmed, non-blank block at the end of the prompt body, of the
+// system message and, for a casts identity, of the overlays; when the
+// overlays are themselves trimmed, non-blank blocks (as Resolve makes
+// them), the checks compose and compare both sides the same way, so they
+// accept the task's result exactly when they accept Apart's, with its
+// message (TestApartCheckedMatchesMaterialize). Anything else is checked
+// per task, as without a plan.
+func apartChecked(plan *resolve.Plan, preamble string) bool {
+	spec, msg, ok := plan.Apart()
+	if !ok {
+		return false
+	}
+	for _, o := range spec.PromptOverlays {
+		if o == "" || strings.TrimSpace(o) != o {
+			return false
+		}
+	}
+	got, err := materialize.MaterializeSystemMessageFrom(&spec, preamble, msg)
+	return err == nil && got == msg
 }

@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/rolecall/rolecall/discover"
 	"github.com/rolecall/rolecall/events"
+	"github.com/rolecall/rolecall/materialize"
 	"github.com/rolecall/rolecall/resolve"
 )
 
@@ -109,7 +112,7 @@ func TestPlannedOutcomesEncodeAsAny(t *testing.T) {
 	}
 	var plans Plans
 	var arena resolve.TextArena
-	planned := 0
+	planned, apart := 0, 0
 	for round, extra := range []string{"First instructions.", "Second, with \"quotes\".", ""} {
 		for _, f := range files {
 			data, err := os.ReadFile(f)
@@ -137,6 +140,12 @@ func TestPlannedOutcomesEncodeAsAny(t *testing.T) {
 			if plans.fixed() != nil {
 				planned++
 			}
+			if got.Resolved.PromptTail != "" {
+				apart++
+			}
+			if diff := cmp.Diff(want.Resolved, got.Resolved.Complete()); diff != "" {
+				t.Errorf("round %d, %s: planned outcome, completed, differs from Handle's (-Handle +planned):\n%s", round, f, diff)
+			}
 			meta := events.OutcomeMeta{ID: "rc-1", TaskID: task.TaskID, Time: time.Unix(1700000000, 0).UTC()}
 			_, _, wantBody, err := events.AppendResolved(nil, "rolecall", meta, want.Resolved)
 			if err != nil {
@@ -152,7 +161,83 @@ func TestPlannedOutcomesEncodeAsAny(t *testing.T) {
 			}
 		}
 	}
-	if planned == 0 {
-		t.Fatal("no outcome was finished from a plan")
+	if planned == 0 || apart == 0 {
+		t.Fatalf("%d outcomes were finished from a plan, %d kept the extra prompt apart; want some of each", planned, apart)
+	}
+}
+
+// TestApartCheckedMatchesMaterialize: the materializer's checks accept a
+// task's result kept apart, with its tail folded in, exactly when they
+// accept the plan's Apart result — for the example tasks as resolved and
+// with their prompt or message spoiled — so checking once per plan
+// (apartChecked) decides what checking each task would.
+func TestApartCheckedMatchesMaterialize(t *testing.T) {
+	snap, err := discover.Load("../examples", discover.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob("../examples/tasks/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("example tasks: %v (%d)", err, len(files))
+	}
+	accepts := func(spec resolve.ResolvedAgentSpec, msg, preamble string) bool {
+		got, err := materialize.MaterializeSystemMessageFrom(&spec, preamble, msg)
+		return err == nil && got == msg
+	}
+	spoil := func(s string) string { return "X" + s[1:] }
+	checked, rejected := 0, 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task, ref, err := events.DecodeTaskData(data, events.DecodeOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		in, err := snap.Inputs(discover.Request{Ref: ref, Pack: task.Pack, Profile: task.Profile, Task: task.Overrides()})
+		if err != nil {
+			continue
+		}
+		for _, preamble := range []string{"", snap.Preamble} {
+			plan := resolve.NewPlan(ref, in, preamble)
+			base, baseMsg, ok := plan.Apart()
+			if !ok {
+				continue
+			}
+			if got, want := apartChecked(plan, preamble), accepts(base, baseMsg, preamble); got != want {
+				t.Errorf("%s: apartChecked %v, the materializer on Apart's result %v", f, got, want)
+			}
+			for _, extra := range []string{"Fix it.", "  padded \n", "ünïcode ✓ \"quoted\""} {
+				spec, msg, tail, err := plan.ResolveApart(&extra, nil)
+				if err != nil || tail == "" {
+					t.Fatalf("%s: ResolveApart kept nothing apart (%v)", f, err)
+				}
+				type variant struct {
+					name       string
+					spec, full resolve.ResolvedAgentSpec
+					msg        string
+				}
+				vs := []variant{{name: "as resolved", spec: base, full: spec, msg: msg}}
+				b, s := base, spec
+				b.PromptBody, s.PromptBody = spoil(base.PromptBody), spoil(spec.PromptBody)
+				vs = append(vs, variant{"body spoiled", b, s, msg})
+				vs = append(vs, variant{"message spoiled", base, spec, spoil(msg)})
+				for _, v := range vs {
+					v.full.PromptBody += resolve.BlockSeparator + tail
+					if got, want := accepts(v.full, v.msg+resolve.BlockSeparator+tail, preamble), accepts(v.spec, v.msg, preamble); got != want {
+						t.Errorf("%s, %s, extra %q: the task's result accepted %v, Apart's %v", f, v.name, extra, got, want)
+					}
+					if accepts(v.spec, v.msg, preamble) {
+						checked++
+					} else {
+						rejected++
+					}
+				}
+			}
+		}
+	}
+	if checked == 0 || rejected == 0 {
+		t.Fatalf("%d results accepted, %d rejected; want some of each", checked, rejected)
 	}
 }

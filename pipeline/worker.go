@@ -459,6 +459,11 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 		snap := w.src.Snapshot()
 		dl.obs = stageObserver{w: w, ctx: ctx}
 		*out = HandleIn(arena, plans, snap, inc.Task, inc.Ref, &dl.obs)
+		if r := out.Resolved; r != nil && r.PromptTail != "" && w.showsOutcomes() {
+			// An allocator or a hook gets the whole prompt; the encoder
+			// alone needs no composed copy.
+			out.Resolved = r.Complete()
+		}
 		if recording {
 			dl.attrs = append(dl.attrs, attribute.String(telemetry.AttrSnapshotDigest, snap.Digest))
 		}
@@ -538,6 +543,13 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg, slots chan stru
 		return nil
 	}
 	return dl
+}
+
+// showsOutcomes reports whether anything besides the encoder reads an
+// outcome: the allocator or a hook.
+func (w *Worker) showsOutcomes() bool {
+	h := &w.opt.Hooks
+	return w.opt.Allocator != nil || h.BeforePublish != nil || h.AfterPublish != nil || h.BeforeAck != nil
 }
 
 // await waits for one delivery's PubAck and finishes the task. A PubAck
