@@ -129,8 +129,8 @@ func BenchmarkInputsDigest(b *testing.B) {
 // BenchmarkPlanCasts is BenchmarkResolveSharedCasts plus the inputs
 // digest, finished from a plan as the worker does for a task whose
 // configuration it has seen: ResolveShared and InputsDigest side by side
-// first, then the plan's Resolve and InputsDigest with the task's extra
-// prompt.
+// first, then the plan's Resolve (or ResolveApart) and InputsDigest with
+// the task's extra prompt.
 func BenchmarkPlanCasts(b *testing.B) {
 	in := benchInputs()
 	in.Task.Modes = []string{"mode03", "mode07"}
@@ -152,6 +152,17 @@ func BenchmarkPlanCasts(b *testing.B) {
 		for b.Loop() {
 			if _, _, err := plan.Resolve(in.Task.ExtraPrompt, arena); err != nil {
 				b.Fatal(err)
+			}
+			_ = plan.InputsDigest(in.Task.ExtraPrompt)
+		}
+	})
+	// What the worker runs since session 10: the extra prompt kept apart.
+	b.Run("planned-apart", func(b *testing.B) {
+		plan := resolve.NewPlan(ref, in, preamble)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, tail, err := plan.ResolveApart(in.Task.ExtraPrompt, arena); err != nil || tail == "" {
+				b.Fatal(err, tail)
 			}
 			_ = plan.InputsDigest(in.Task.ExtraPrompt)
 		}
