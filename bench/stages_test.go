@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -42,6 +43,9 @@ func BenchmarkStages(b *testing.B) {
 		for i := range dec {
 			planned[i] = pipeline.HandleIn(nil, &plans, snap, dec[i].inc.Task, dec[i].inc.Ref, nil)
 		}
+	}
+	if !slices.ContainsFunc(planned, func(o pipeline.Outcome) bool { return o.Resolved != nil && o.Resolved.PromptTail != "" }) {
+		b.Fatal("no planned outcome keeps its extra prompt apart")
 	}
 	// The headers as messages carry them, made outside the timed loop.
 	headers := make([]nats.Header, len(tasks))
