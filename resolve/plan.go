@@ -93,25 +93,31 @@ func (p *Plan) Resolve(extra *string, arena *TextArena) (ResolvedAgentSpec, stri
 	if p.err != nil {
 		return ResolvedAgentSpec{}, "", p.err
 	}
-	var x string
+	out, x := p.withExtra(extra)
+	if x == "" {
+		return out, p.message, nil
+	}
+	// The extra prompt is the body's last block: the planned body (its
+	// blocks already trimmed and joined, so a block that trims to itself)
+	// and x.
+	var message string
+	out.PromptBody, message = joinBlocksAfter(arena, p.head, out.PromptBody, x)
+	return out, message, nil
+}
+
+// withExtra is the plan's result but for the prompt body and message:
+// the extra prompt trimmed (x, "" when blank) and, for a casts identity,
+// appended to the overlays (to a copy: the plan's list is every
+// result's). The plan must not have failed.
+func (p *Plan) withExtra(extra *string) (out ResolvedAgentSpec, x string) {
+	out = p.out
 	if extra != nil {
 		x = strings.TrimSpace(*extra)
 	}
-	if x == "" {
-		return p.out, p.message, nil
-	}
-	out := p.out
-	// The extra prompt is the body's last block: the planned body (its
-	// blocks already trimmed and joined, so a block that trims to
-	// itself) and x...
-	var message string
-	out.PromptBody, message = joinBlocksAfter(arena, p.head, out.PromptBody, x)
-	if !p.replace {
-		// ...and, for a casts identity, the last overlay (appended to a
-		// copy: the plan's list is every result's).
+	if x != "" && !p.replace {
 		out.PromptOverlays = append(slices.Clip(out.PromptOverlays), x)
 	}
-	return out, message, nil
+	return out, x
 }
 
 // Apart is the result ResolveApart builds on, without an extra prompt:
@@ -141,20 +147,16 @@ func (p *Plan) Apart() (spec ResolvedAgentSpec, message string, ok bool) {
 // comparing it were the largest cost the worker could still shed
 // (docs/PERFORMANCE.md).
 func (p *Plan) ResolveApart(extra *string, arena *TextArena) (spec ResolvedAgentSpec, message, tail string, err error) {
-	var x string
-	if extra != nil {
-		x = strings.TrimSpace(*extra)
-	}
-	if p.err != nil || x == "" || p.apartBody == "" {
+	if p.err != nil || p.apartBody == "" {
 		spec, message, err = p.Resolve(extra, arena)
 		return spec, message, "", err
 	}
-	spec = p.out
-	spec.PromptBody = p.apartBody
-	if !p.replace {
-		spec.PromptOverlays = append(slices.Clip(spec.PromptOverlays), x)
+	spec, tail = p.withExtra(extra)
+	if tail == "" {
+		return spec, p.message, "", nil
 	}
-	return spec, p.apartMessage, x, nil
+	spec.PromptBody = p.apartBody
+	return spec, p.apartMessage, tail, nil
 }
 
 // InputsDigest is InputsDigest(ref, in) for the plan's ref and inputs
