@@ -2,6 +2,7 @@ package materialize
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/rolecall/rolecall/resolve"
@@ -140,14 +141,13 @@ func rebuildsPrompt(r *resolve.ResolvedAgentSpec) bool {
 	// Resolve), that block is the overlays as blocks of their own, and
 	// nothing need be joined.
 	overlays := r.PromptOverlays
-	for _, o := range overlays {
-		if o == "" || strings.TrimSpace(o) != o {
-			overlays = []string{strings.Join(r.PromptOverlays, resolve.BlockSeparator)}
-			break
-		}
+	if slices.ContainsFunc(overlays, notBlock) {
+		overlays = []string{strings.Join(r.PromptOverlays, resolve.BlockSeparator)}
 	}
 	return resolve.CastsPromptMatches(r.PromptBody, r.Role.Body, r.ModeDefs, r.Directives, overlays...)
 }
+
+func notBlock(s string) bool { return !resolve.IsBlock(s) }
 
 // check is Materialize's validation of r, building nothing.
 func check(r *resolve.ResolvedAgentSpec) error {

@@ -33,6 +33,10 @@ func joinBlocksAfter(arena *TextArena, head string, blocks ...string) (text, wit
 	return w.result()
 }
 
+// IsBlock reports whether s is a non-blank, trimmed block: JoinBlocks
+// writes it unchanged, and Resolve makes every prompt overlay one.
+func IsBlock(s string) bool { return s != "" && strings.TrimSpace(s) == s }
+
 // DirectiveBlock renders a pack entry's directives: the non-empty sections
 // among Authority, Boundaries and "Escalate when", joined by BlockSeparator.
 func DirectiveBlock(d Directives) string {
