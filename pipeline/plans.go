@@ -1,7 +1,7 @@
 package pipeline
 
 import (
-	"strings"
+	"slices"
 
 	"github.com/rolecall/rolecall/discover"
 	"github.com/rolecall/rolecall/events"
@@ -94,24 +94,26 @@ func (c *Plans) fixed() *events.FixedFields {
 
 // apartChecked reports whether the results of plan may keep the task's
 // extra prompt apart, with the materializer's checks run once, here,
-// instead of on each. A task's result differs from Apart's only by one
-// more trimmed, non-blank block at the end of the prompt body, of the
-// system message and, for a casts identity, of the overlays; when the
-// overlays are themselves trimmed, non-blank blocks (as Resolve makes
-// them), the checks compose and compare both sides the same way, so they
-// accept the task's result exactly when they accept Apart's, with its
-// message (TestApartCheckedMatchesMaterialize). Anything else is checked
-// per task, as without a plan.
+// instead of on each: whether Apart's result passes checkedOnce.
 func apartChecked(plan *resolve.Plan, preamble string) bool {
 	spec, msg, ok := plan.Apart()
-	if !ok {
+	return ok && checkedOnce(&spec, msg, preamble)
+}
+
+// checkedOnce reports whether a plan's Apart result (spec and msg) passes
+// the materializer's checks in a way that decides them for every task's
+// result. A task's result differs from it only by one more trimmed,
+// non-blank block at the end of the prompt body, of the system message
+// and, for a casts identity, of the overlays. When the overlays are
+// themselves blocks (resolve.IsBlock, as Resolve makes them), the checks
+// compose and compare both sides block by block, so they accept the
+// task's result exactly when they accept this one, with its message
+// (TestCheckedOnceDecidesEveryTask). Anything else is checked per task,
+// as without a plan.
+func checkedOnce(spec *resolve.ResolvedAgentSpec, msg, preamble string) bool {
+	if slices.ContainsFunc(spec.PromptOverlays, func(o string) bool { return !resolve.IsBlock(o) }) {
 		return false
 	}
-	for _, o := range spec.PromptOverlays {
-		if o == "" || strings.TrimSpace(o) != o {
-			return false
-		}
-	}
-	got, err := materialize.MaterializeSystemMessageFrom(&spec, preamble, msg)
+	got, err := materialize.MaterializeSystemMessageFrom(spec, preamble, msg)
 	return err == nil && got == msg
 }

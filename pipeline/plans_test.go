@@ -102,27 +102,13 @@ func TestPlansStartOver(t *testing.T) {
 // and encoded with the plan's fixed fields is byte for byte the outcome
 // Handle makes, encoded without them.
 func TestPlannedOutcomesEncodeAsAny(t *testing.T) {
-	snap, err := discover.Load("../examples", discover.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := filepath.Glob("../examples/tasks/*.json")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("example tasks: %v (%d)", err, len(files))
-	}
+	snap, examples := exampleTasks(t)
 	var plans Plans
 	var arena resolve.TextArena
 	planned, apart := 0, 0
 	for round, extra := range []string{"First instructions.", "Second, with \"quotes\".", ""} {
-		for _, f := range files {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			task, ref, err := events.DecodeTaskData(data, events.DecodeOptions{})
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
+		for _, ex := range examples {
+			f, task, ref := ex.file, ex.task, ex.ref
 			if task.Override == nil {
 				task.Override = &events.Overrides{}
 			}
@@ -166,12 +152,16 @@ func TestPlannedOutcomesEncodeAsAny(t *testing.T) {
 	}
 }
 
-// TestApartCheckedMatchesMaterialize: the materializer's checks accept a
-// task's result kept apart, with its tail folded in, exactly when they
-// accept the plan's Apart result — for the example tasks as resolved and
-// with their prompt or message spoiled — so checking once per plan
-// (apartChecked) decides what checking each task would.
-func TestApartCheckedMatchesMaterialize(t *testing.T) {
+// exampleTask is one of examples/tasks, decoded.
+type exampleTask struct {
+	file string
+	task events.Task
+	ref  resolve.RoleRef
+}
+
+// exampleTasks loads the examples' config root and decodes its tasks.
+func exampleTasks(t *testing.T) (*discover.Snapshot, []exampleTask) {
+	t.Helper()
 	snap, err := discover.Load("../examples", discover.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -180,12 +170,7 @@ func TestApartCheckedMatchesMaterialize(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("example tasks: %v (%d)", err, len(files))
 	}
-	accepts := func(spec resolve.ResolvedAgentSpec, msg, preamble string) bool {
-		got, err := materialize.MaterializeSystemMessageFrom(&spec, preamble, msg)
-		return err == nil && got == msg
-	}
-	spoil := func(s string) string { return "X" + s[1:] }
-	checked, rejected := 0, 0
+	var out []exampleTask
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -195,27 +180,48 @@ func TestApartCheckedMatchesMaterialize(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		in, err := snap.Inputs(discover.Request{Ref: ref, Pack: task.Pack, Profile: task.Profile, Task: task.Overrides()})
+		out = append(out, exampleTask{f, task, ref})
+	}
+	return snap, out
+}
+
+// TestCheckedOnceDecidesEveryTask: checkedOnce accepts a plan's Apart
+// result only when the materializer accepts every task's result (the
+// result kept apart, its tail folded in), and accepts it whenever the
+// materializer does and its overlays are blocks — for the example tasks'
+// plans as resolved, and with their prompt, message or overlays spoiled —
+// so checking once per plan decides what checking each task would.
+func TestCheckedOnceDecidesEveryTask(t *testing.T) {
+	snap, examples := exampleTasks(t)
+	accepts := func(spec resolve.ResolvedAgentSpec, msg, preamble string) bool {
+		got, err := materialize.MaterializeSystemMessageFrom(&spec, preamble, msg)
+		return err == nil && got == msg
+	}
+	spoil := func(s string) string { return "X" + s[1:] }
+	checked, rejected := 0, 0
+	for _, ex := range examples {
+		task := ex.task
+		in, err := snap.Inputs(discover.Request{Ref: ex.ref, Pack: task.Pack, Profile: task.Profile, Task: task.Overrides()})
 		if err != nil {
 			continue
 		}
 		for _, preamble := range []string{"", snap.Preamble} {
-			plan := resolve.NewPlan(ref, in, preamble)
-			base, baseMsg, ok := plan.Apart()
+			plan := resolve.NewPlan(ex.ref, in, preamble)
+			base, _, ok := plan.Apart()
 			if !ok {
 				continue
 			}
-			if got, want := apartChecked(plan, preamble), accepts(base, baseMsg, preamble); got != want {
-				t.Errorf("%s: apartChecked %v, the materializer on Apart's result %v", f, got, want)
+			if !apartChecked(plan, preamble) {
+				t.Errorf("%s: the plan as resolved is not checked once", ex.file)
 			}
 			for _, extra := range []string{"Fix it.", "  padded \n", "ünïcode ✓ \"quoted\""} {
 				spec, msg, tail, err := plan.ResolveApart(&extra, nil)
 				if err != nil || tail == "" {
-					t.Fatalf("%s: ResolveApart kept nothing apart (%v)", f, err)
+					t.Fatalf("%s: ResolveApart kept nothing apart (%v)", ex.file, err)
 				}
 				type variant struct {
 					name       string
-					spec, full resolve.ResolvedAgentSpec
+					spec, full resolve.ResolvedAgentSpec // Apart's, and the task's kept apart
 					msg        string
 				}
 				vs := []variant{{name: "as resolved", spec: base, full: spec, msg: msg}}
@@ -223,14 +229,24 @@ func TestApartCheckedMatchesMaterialize(t *testing.T) {
 				b.PromptBody, s.PromptBody = spoil(base.PromptBody), spoil(spec.PromptBody)
 				vs = append(vs, variant{"body spoiled", b, s, msg})
 				vs = append(vs, variant{"message spoiled", base, spec, spoil(msg)})
+				b, s = base, spec
+				b.PromptOverlays = append(slices.Clone(base.PromptOverlays), " not a block ")
+				s.PromptOverlays = append(slices.Clone(b.PromptOverlays), tail)
+				vs = append(vs, variant{"overlay not a block", b, s, msg})
 				for _, v := range vs {
 					v.full.PromptBody += resolve.BlockSeparator + tail
-					if got, want := accepts(v.full, v.msg+resolve.BlockSeparator+tail, preamble), accepts(v.spec, v.msg, preamble); got != want {
-						t.Errorf("%s, %s, extra %q: the task's result accepted %v, Apart's %v", f, v.name, extra, got, want)
-					}
-					if accepts(v.spec, v.msg, preamble) {
+					once := checkedOnce(&v.spec, v.msg, preamble)
+					task := accepts(v.full, v.msg+resolve.BlockSeparator+tail, preamble)
+					switch {
+					case once && v.name == "overlay not a block":
+						t.Errorf("%s, extra %q: checked once with an overlay that is not a block", ex.file, extra)
+					case once && !task:
+						t.Errorf("%s, %s, extra %q: checked once, but the task's result fails the checks", ex.file, v.name, extra)
+					case !once && task && v.name != "overlay not a block":
+						t.Errorf("%s, %s, extra %q: not checked once, but the checks accept the task's result", ex.file, v.name, extra)
+					case once:
 						checked++
-					} else {
+					default:
 						rejected++
 					}
 				}
@@ -238,6 +254,6 @@ func TestApartCheckedMatchesMaterialize(t *testing.T) {
 		}
 	}
 	if checked == 0 || rejected == 0 {
-		t.Fatalf("%d results accepted, %d rejected; want some of each", checked, rejected)
+		t.Fatalf("%d results checked once, %d not; want some of each", checked, rejected)
 	}
 }
