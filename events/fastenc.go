@@ -449,10 +449,14 @@ func (e *fastEncoder) resolved(b []byte, d *ResolvedData) []byte {
 // separator and t, and its closing quote. The parts' quoted forms make
 // the whole's when each is valid UTF-8; if t is not, e.bad is set.
 func (e *fastEncoder) tail(b []byte, t string) []byte {
-	b, ok := appendStringBody(append(b, `\n\n`...), t)
+	b, ok := appendStringBody(append(b, quotedSeparator...), t)
 	e.bad = e.bad || !ok
 	return append(b, '"')
 }
+
+// quotedSeparator is resolve.BlockSeparator's quoted form, the one
+// Complete puts between the parts.
+var quotedSeparator, _ = appendStringBody(nil, resolve.BlockSeparator)
 
 // fixedPart appends part i of the fixed fields (see FixedFields): copied
 // from e.fixed once it is filled, else written by write and kept there.
