@@ -364,6 +364,63 @@ func TestAllocatorOnlyAfterResolved(t *testing.T) {
 	}
 }
 
+// recordingAllocator keeps what each allocation was given, by task id.
+type recordingAllocator struct {
+	mu    sync.Mutex
+	specs map[string]*events.ResolvedData
+}
+
+func (a *recordingAllocator) Allocate(_ context.Context, d *events.ResolvedData) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.specs[d.TaskID] = d
+	return nil
+}
+
+// TestAllocatorGetsThePublishedSpec: tasks of one configuration are
+// finished from a plan, their extra prompts kept apart for the encoder;
+// the allocator still gets each task's whole prompt and system message,
+// the ones its outcome published.
+func TestAllocatorGetsThePublishedSpec(t *testing.T) {
+	h := newHarness(t, testConfig())
+	alloc := &recordingAllocator{specs: map[string]*events.ResolvedData{}}
+	h.start(loadSource(t, emptyRoot(t)), pipeline.Options{Allocator: alloc})
+	const n = 40
+	for i := range n {
+		h.submit(fmt.Sprintf(`{"task_id":"T-%d","role":"architect","overrides":{"extra_prompt":"Ticket T-%d."}}`, i, i), false)
+	}
+	outs := h.waitOutcomes(n, 20*time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		alloc.mu.Lock()
+		got := len(alloc.specs)
+		alloc.mu.Unlock()
+		if got == n {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	alloc.mu.Lock()
+	defer alloc.mu.Unlock()
+	if len(alloc.specs) != n {
+		t.Fatalf("%d allocations, want %d", len(alloc.specs), n)
+	}
+	for _, o := range outs {
+		var pub events.ResolvedData
+		if err := json.Unmarshal(o.ev.Data(), &pub); err != nil {
+			t.Fatal(err)
+		}
+		got := alloc.specs[pub.TaskID]
+		if got == nil {
+			t.Fatalf("no allocation for %s", pub.TaskID)
+		}
+		if got.PromptTail != "" || got.PromptBody != pub.PromptBody || got.SystemMessage != pub.SystemMessage {
+			t.Fatalf("%s: allocated prompt ends %q (tail %q), published %q", pub.TaskID,
+				got.PromptBody[max(len(got.PromptBody)-20, 0):], got.PromptTail, pub.PromptBody[max(len(pub.PromptBody)-20, 0):])
+		}
+	}
+}
+
 func TestRedeliveryIsDuplicate(t *testing.T) {
 	h := newHarness(t, testConfig())
 	var first atomic.Bool
