@@ -7,13 +7,28 @@
 #
 # or by hand:
 #
-#   ctx=$(mktemp -d)
-#   CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$ctx/worker" ./cmd/worker
-#   docker build -f Dockerfile -t rolecall/worker:local "$ctx"
+#   ctx=$(mktemp -d); v=$(git describe --tags --always --dirty)
+#   CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=$v" -o "$ctx/worker" ./cmd/worker
+#   docker build -f Dockerfile -t rolecall/worker:local -t "rolecall/worker:$v" \
+#     --build-arg VERSION="$v" --build-arg REVISION="$(git rev-parse HEAD)" "$ctx"
 #
 # Where a registry is reachable, a multi-stage build (FROM golang AS build,
 # then this stage with COPY --from=build) gives the same image.
 FROM scratch
+
+# OCI labels; `make image` (package integration/images) passes the
+# checkout's version, commit and commit time, and also tags the image
+# rolecall/worker:<version>.
+ARG VERSION=dev
+ARG REVISION=unknown
+ARG CREATED
+LABEL org.opencontainers.image.title="rolecall worker" \
+      org.opencontainers.image.description="Resolves agent configurations from task CloudEvents on NATS JetStream, with provenance." \
+      org.opencontainers.image.source="https://github.com/rolecall/rolecall" \
+      org.opencontainers.image.documentation="https://github.com/rolecall/rolecall/blob/main/docs/OPERATIONS.md" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}"
 
 COPY worker /worker
 

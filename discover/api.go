@@ -25,6 +25,10 @@ type Error struct {
 	Message string
 	// Paths lists every file involved (both paths for profile_duplicate).
 	Paths []string
+	// Extra holds further members of the failure's details: "cycle" (the
+	// packs of an extends cycle), "chain" (an extends chain too deep),
+	// "placeholder" (a placeholder as written, never its value).
+	Extra map[string]any
 }
 
 func (e *Error) Error() string {
@@ -60,6 +64,12 @@ func (e *Error) Details() map[string]any {
 	if len(e.Paths) > 0 {
 		d["paths"] = append([]string(nil), e.Paths...)
 	}
+	for k, v := range e.Extra {
+		if l, ok := v.([]string); ok {
+			v = append([]string(nil), l...)
+		}
+		d[k] = v
+	}
 	return d
 }
 
@@ -89,13 +99,29 @@ type Profile struct {
 	Extensions map[string]any
 }
 
-// PackFile is a discovered pack with where it came from.
+// PackFile is a discovered pack, composed with its mixins and with its
+// placeholders resolved, and where each part of it came from.
 type PackFile struct {
 	Pack   *resolve.Pack // sealed
-	Origin Origin
-	// KeyLines maps dotted key paths ("name", "roles", "roles.architect",
-	// "roles.architect.model") to lines.
-	KeyLines map[string]int
+	Origin Origin        // the pack's own file
+	// KeyOrigins maps dotted key paths ("name", "roles", "roles.architect",
+	// "roles.architect.model", "roles.architect.variants[1].set.effort") to
+	// the file and line they are written at: the pack's own file or the
+	// mixin that supplied the value.
+	KeyOrigins map[string]Origin
+	// Mixins names the packs it extends, directly or not, in the order
+	// they were applied (the pack itself, applied last, is not listed).
+	Mixins []string
+	// Files lists every file the pack was composed from with the sha256
+	// of its bytes: the mixins and the pack in the order applied, then
+	// each ${file:…} target once. FilesDigest is the sha256 over that list.
+	Files       []FileDigest
+	FilesDigest string
+	// Placeholders lists every placeholder the pack and its mixins use, in
+	// the order applied.
+	Placeholders []Placeholder
+	// masks are the values placeholders gave, kept out of messages.
+	masks masks
 	// Extensions holds the opaque top-level x- keys.
 	Extensions map[string]any
 	// RoleExtensions holds the x- keys of each role entry that has any.
@@ -137,8 +163,14 @@ type NATSConfig struct {
 	AckWait         time.Duration   `yaml:"ack_wait"`
 	Backoff         []time.Duration `yaml:"backoff"`
 	DuplicateWindow time.Duration   `yaml:"duplicate_window"`
-	Concurrency     int             `yaml:"concurrency"`
-	CreateStreams   *bool           `yaml:"create_streams"`
+	// RetryFor is how long a delivery retries a transient broker fault in
+	// place before it gives its task back (0 = the worker's default).
+	RetryFor time.Duration `yaml:"retry_for"`
+	// IdempotencyHorizon is how long each event's outcome is remembered;
+	// nil is the worker's default and a written 0 turns the store off.
+	IdempotencyHorizon *time.Duration `yaml:"idempotency_horizon"`
+	Concurrency        int            `yaml:"concurrency"`
+	CreateStreams      *bool          `yaml:"create_streams"`
 }
 
 // Legacy profile policies (rolecall.yaml legacy_profiles).
@@ -158,12 +190,23 @@ type Config struct {
 	LegacyProfiles string // "allow" (default) or "reject"
 	PreambleFile   string
 	NATS           NATSConfig
+	// Models is the model catalog of models:, sealed; nil without one.
+	Models *resolve.ModelCatalog
+	// Sources are the skill sources of sources:, in declaration order.
+	Sources []SkillSource
 	// Origin is rolecall.yaml, or zero when there is none.
 	Origin Origin
 	// KeyLines maps dotted key paths ("defaults.model", "overlays.architect",
 	// "nats.ack_wait") to lines.
 	KeyLines   map[string]int
 	Extensions map[string]any
+	// PlaceholderEnv are the globs (path.Match) of the environment
+	// variables ${env:…} may read, in packs and here (placeholders.env).
+	PlaceholderEnv []string
+	// Placeholders lists the placeholders rolecall.yaml uses.
+	Placeholders []Placeholder
+	// masks are the values placeholders gave, kept out of messages.
+	masks masks
 }
 
 // Request is what a task asks for, before any file is touched. Names are
@@ -177,10 +220,16 @@ type Request struct {
 
 // Options tune Load and Source.
 type Options struct {
-	// ReloadInterval bounds how often Source re-stats the files: 0 means on
-	// every call to Snapshot (tests, one-shot commands). A worker should use
-	// a second or more: a sweep costs one stat per file (about 2 ms for 200
-	// profiles), and for a short while after an edit a sweep also reloads
-	// (see Source).
+	// ReloadInterval is how often a started Source (Source.Start) sweeps
+	// the files for changes; 0 means DefaultReloadInterval. The sweep runs
+	// on the Source's own goroutine, never in Snapshot, and costs one stat
+	// per file (docs/PERFORMANCE.md has the figures for a large root).
 	ReloadInterval time.Duration
+	// LookupEnv reads the environment variables of ${env:…} placeholders
+	// (nil: os.LookupEnv).
+	LookupEnv func(name string) (string, bool)
+	// AllowHardLinks reads files that have more than one hard link. By
+	// default such a file is path_escape: os.Root confines symlinks but
+	// cannot tell where a hard link's other names are.
+	AllowHardLinks bool
 }

@@ -105,3 +105,84 @@ func BenchmarkSourceSweep(b *testing.B) {
 		}
 	}
 }
+
+// composedRoot is a team pack made of three mixins with two variants on
+// the architect entry that both hold, and flatRoot the same effective pack
+// written out by hand: what BenchmarkResolveComposition compares.
+var (
+	composedRoot = files{
+		"packs/base.yaml":   "roles:\n  architect:\n    model: claude-opus-4-1\n    effort: medium\n    default_modes: [systematic]\n    authority: [Define component boundaries]\n",
+		"packs/limits.yaml": "roles:\n  architect:\n    boundaries: [Do not write production code]\n    modes_allow: [systematic, premortem, evidential, framing]\n",
+		"packs/oncall.yaml": "roles:\n  architect:\n    escalations: [A change touches the ledger]\n",
+		"packs/team.yaml": `extends: [base, limits, oncall]
+roles:
+  architect:
+    variants:
+      - when: {model: {matches: "claude-opus-*"}}
+        set: {effort: high, default_modes: [systematic, premortem]}
+      - when: {pack: team, role: architect}
+        set: {escalations: [A change touches the ledger, The budget is exceeded]}
+`,
+	}
+	flatRoot = files{"packs/team.yaml": `roles:
+  architect:
+    model: claude-opus-4-1
+    effort: high
+    default_modes: [systematic, premortem]
+    modes_allow: [systematic, premortem, evidential, framing]
+    authority: [Define component boundaries]
+    boundaries: [Do not write production code]
+    escalations: [A change touches the ledger, The budget is exceeded]
+`}
+)
+
+// BenchmarkResolveComposition is the per-task cost (inputs and resolution)
+// of a composed pack against the same pack written flat, once the
+// snapshot is built: mixins cost nothing per task, variants their match.
+func BenchmarkResolveComposition(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		root files
+	}{{"flat", flatRoot}, {"composed", composedRoot}} {
+		b.Run(c.name, func(b *testing.B) {
+			s := mustLoad(b, writeRoot(b, c.root))
+			req := discover.Request{Ref: resolve.RoleName("architect"), Pack: ptr("team")}
+			b.ReportAllocs()
+			for b.Loop() {
+				in, err := s.Inputs(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := resolve.Resolve(req.Ref, in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestBenchRootsAgree keeps the benchmark honest: both roots resolve to the
+// same spec, apart from the variants the composed one applied.
+func TestBenchRootsAgree(t *testing.T) {
+	var specs []resolve.ResolvedAgentSpec
+	for _, root := range []files{flatRoot, composedRoot} {
+		s := mustLoad(t, writeRoot(t, root))
+		req := discover.Request{Ref: resolve.RoleName("architect"), Pack: ptr("team")}
+		in, err := s.Inputs(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec, err := resolve.Resolve(req.Ref, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		specs = append(specs, spec)
+	}
+	flat, composed := specs[0], specs[1]
+	if fmt.Sprint(composed.Pack.Variants) != "[0 1]" {
+		t.Errorf("composed variants %v, want both", composed.Pack.Variants)
+	}
+	if flat.PromptBody != composed.PromptBody || flat.Model != composed.Model || *flat.Effort != *composed.Effort || fmt.Sprint(flat.Identity) != fmt.Sprint(composed.Identity) {
+		t.Errorf("the roots differ:\nflat %+v\ncomposed %+v", flat, composed)
+	}
+}

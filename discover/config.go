@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rolecall/rolecall/resolve"
 	"go.yaml.in/yaml/v3"
@@ -15,12 +16,12 @@ import (
 const ConfigFile = "rolecall.yaml"
 
 var (
-	configKeys   = []string{"default_pack", "defaults", "overlays", "profile_roots", "legacy_profiles", "preamble_file", "nats"}
+	configKeys   = []string{"default_pack", "defaults", "overlays", "profile_roots", "legacy_profiles", "preamble_file", "nats", "models", "sources", "placeholders"}
 	defaultsKeys = []string{"model", "effort", "tools", "permissions", "yolo", "bypass", "fast_mode", "lion_system"}
 	natsKeys     = []string{
 		"url", "creds", "nkey", "user", "password", "tls", "subject_prefix", "tasks_stream",
 		"specs_stream", "consumer", "replicas", "max_deliver", "ack_wait", "backoff",
-		"duplicate_window", "concurrency", "create_streams",
+		"duplicate_window", "retry_for", "idempotency_horizon", "concurrency", "create_streams",
 	}
 	tlsKeys = []string{"ca", "cert", "key"}
 )
@@ -34,22 +35,51 @@ func defaultConfig() Config {
 	}
 }
 
-// decodeConfig decodes rolecall.yaml. Names in it are checked for syntax;
-// whether they exist is Validate's business (and Inputs' per task).
+// decodeConfig decodes rolecall.yaml on its own: no config root (so no
+// ${file:…}) and no environment.
 func decodeConfig(file string, data []byte) (Config, *Error) {
+	return decodeConfigWith(file, data, &expander{lookupEnv: func(string) (string, bool) { return "", false }})
+}
+
+// decodeConfigWith decodes rolecall.yaml, resolving its placeholders with
+// x. Names in it are checked for syntax; whether they exist is Validate's
+// business (and Inputs' per task).
+func decodeConfigWith(file string, data []byte, x *expander) (Config, *Error) {
 	cfg := defaultConfig()
 	cfg.Origin = Origin{File: file}
 	d := &ydoc{path: file, code: resolve.CodeConfigInvalid}
-	root, err := d.parse(data)
+	raw, err := d.parse(data)
 	if err != nil {
 		return Config{}, err
 	}
-	if root == nil {
+	if raw == nil {
 		return cfg, nil
 	}
+	// placeholders: is read as written, first: it says what the
+	// placeholders of every other value may read.
+	ps, err := d.pairs(raw, "")
+	if err != nil {
+		return Config{}, err
+	}
+	for _, p := range ps {
+		if p.key == "placeholders" && !isNull(p.v) {
+			if cfg.PlaceholderEnv, err = d.placeholderPolicy(p.v, p.key, cfg.KeyLines); err != nil {
+				return Config{}, err
+			}
+		}
+	}
+	x.allow = cfg.PlaceholderEnv
+	o := newNodeOrigins()
+	root, used, err := x.expandTree(raw, file, resolve.CodeConfigInvalid, o, func(k string) bool { return k == "placeholders" })
+	if err != nil {
+		return Config{}, err
+	}
+	cfg.Placeholders = used
+	d.origins = o
 	err = d.fields(root, "", configKeys, &cfg.Extensions, cfg.KeyLines, func(f pair, key string) *Error {
 		var err *Error
 		switch f.key {
+		case "placeholders": // read above
 		case "default_pack":
 			cfg.DefaultPack, err = d.name(f.v, key)
 		case "defaults":
@@ -70,13 +100,39 @@ func decodeConfig(file string, data []byte) (Config, *Error) {
 			cfg.PreambleFile, err = d.localPath(f.v, key)
 		case "nats":
 			err = d.nats(f.v, key, &cfg)
+		case "models":
+			cfg.Models, err = d.models(f.v, key, cfg.KeyLines)
+		case "sources":
+			cfg.Sources, err = d.sources(f.v, key, cfg.KeyLines)
 		}
 		return err
 	})
 	if err != nil {
 		return Config{}, err
 	}
+	cfg.masks = expandedValues(o, root)
 	return cfg, nil
+}
+
+// placeholderPolicy decodes placeholders: {env: [globs]}, the environment
+// variables ${env:…} may read. The globs use path.Match syntax.
+func (d *ydoc) placeholderPolicy(n *yaml.Node, at string, lines map[string]int) ([]string, *Error) {
+	var env []string
+	err := d.fields(n, at, []string{"env"}, nil, lines, func(f pair, key string) *Error {
+		var err *Error
+		env, err = d.list(f.v, key, func(n *yaml.Node, key string) (string, *Error) {
+			g, err := d.str(n, key)
+			if err != nil {
+				return "", err
+			}
+			if _, perr := path.Match(g, ""); perr != nil || strings.ContainsAny(g, "${}") {
+				return "", d.errAt(n, key, "%q is not a glob of environment variable names (path.Match syntax, such as ROLECALL_*)", g)
+			}
+			return g, nil
+		})
+		return err
+	})
+	return env, err
 }
 
 func (d *ydoc) defaults(n *yaml.Node, path string, cfg *Config) *Error {
@@ -85,11 +141,11 @@ func (d *ydoc) defaults(n *yaml.Node, path string, cfg *Config) *Error {
 		var err *Error
 		switch f.key {
 		case "model":
-			def.Model, err = d.optStr(f.v, key)
+			def.Model, err = d.optIdent(f.v, key)
 		case "effort":
-			def.Effort, err = d.optStr(f.v, key)
+			def.Effort, err = d.optIdent(f.v, key)
 		case "tools":
-			def.Tools, err = d.strs(f.v, key)
+			def.Tools, err = d.idents(f.v, key)
 		case "permissions":
 			def.Permissions, err = d.policy(f.v, key, cfg.KeyLines)
 		case "yolo":
@@ -218,6 +274,18 @@ func (d *ydoc) nats(n *yaml.Node, path string, cfg *Config) *Error {
 			}
 		case "duplicate_window":
 			nc.DuplicateWindow, err = d.duration(f.v, key)
+		case "retry_for":
+			nc.RetryFor, err = d.duration(f.v, key)
+		case "idempotency_horizon":
+			// 0 is a value here: the store turned off.
+			var v time.Duration
+			if f.v.Kind == yaml.ScalarNode && (f.v.Value == "0" || f.v.Value == "0s") {
+				nc.IdempotencyHorizon = &v
+				break
+			}
+			if v, err = d.duration(f.v, key); err == nil {
+				nc.IdempotencyHorizon = &v
+			}
 		case "concurrency":
 			nc.Concurrency, err = d.positive(f.v, key)
 		case "create_streams":

@@ -28,6 +28,9 @@ func TestDecodeConfigRules(t *testing.T) {
 		{"backoff not a list", "nats:\n  backoff: 1s\n", 2, "must be a list of duration strings"},
 		{"backoff entry not a duration", "nats:\n  backoff: [1s, soon]\n", 2, `key "nats.backoff[1]"`},
 		{"negative duration", "nats:\n  ack_wait: -5s\n", 2, "must be a positive duration"},
+		{"idempotency horizon negative", "nats:\n  idempotency_horizon: -1h\n", 2, "must be a positive duration"},
+		{"idempotency horizon a number", "nats:\n  idempotency_horizon: 24\n", 2, "must be a duration string"},
+		{"retry_for zero", "nats:\n  retry_for: 0s\n", 2, "must be a positive duration"},
 		{"unknown tls key", "nats:\n  tls:\n    insecure: true\n", 3, `key "nats.tls.insecure": unknown key`},
 		{"x- key below the top level", "defaults:\n  x-note: hi\n", 2, `key "defaults.x-note": unknown key`},
 		{"x- key at the top level", "x-note: {a: [1, 2.5, true, null, 2024-01-01]}\n", 0, ""},
@@ -100,5 +103,31 @@ func TestErrorIsMatchesCode(t *testing.T) {
 	}
 	if got := (&discover.Error{Code: resolve.CodeConfigInvalid, Message: "m"}).Error(); got != "<root>: config_invalid: m" {
 		t.Errorf("Error() = %q", got)
+	}
+}
+
+// TestDecodeIdempotencyHorizon: absent keeps the worker's default, a
+// duration sets it, and a written 0 turns the store off.
+func TestDecodeIdempotencyHorizon(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want string // "" = absent
+	}{
+		{"nats: {}\n", ""},
+		{"nats:\n  idempotency_horizon: 48h\n", "48h0m0s"},
+		{"nats:\n  idempotency_horizon: 0\n", "0s"},
+		{"nats:\n  idempotency_horizon: 0s\n", "0s"},
+	} {
+		c, err := discover.DecodeConfig("rolecall.yaml", []byte(tc.yaml))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		got := ""
+		if h := c.NATS.IdempotencyHorizon; h != nil {
+			got = h.String()
+		}
+		if got != tc.want {
+			t.Errorf("%q: horizon %q, want %q", tc.yaml, got, tc.want)
+		}
 	}
 }

@@ -17,10 +17,13 @@ var builtinFS embed.FS
 const BuiltinPrefix = "builtin:"
 
 // fileRec is one file that went into a snapshot: its display path and
-// content, hashed into Snapshot.Digest.
+// content, hashed into Snapshot.Digest, and what it was read as (kind and
+// name, a resolve.Input* kind) for the decision record's inputs.
 type fileRec struct {
 	path string
 	data []byte
+	kind string
+	name string
 }
 
 // builtinSet is the embedded catalog, default pack and preamble, decoded
@@ -57,7 +60,11 @@ func loadBuiltins() *builtinSet {
 			rel := path.Join(dir, e.Name())
 			data, _ := builtinFS.ReadFile("builtin/" + rel)
 			display := BuiltinPrefix + rel
-			b.catalogFiles = append(b.catalogFiles, fileRec{display, data})
+			kind := resolve.InputCatalogRole
+			if dir == modesDir {
+				kind = resolve.InputCatalogMode
+			}
+			b.catalogFiles = append(b.catalogFiles, fileRec{display, data, kind, stem})
 			if dir == rolesDir {
 				r, cf, err := decodeRole(display, stem, data)
 				if err != nil {
@@ -81,7 +88,7 @@ func loadBuiltins() *builtinSet {
 
 	const packRel = packDir + "/default" + packExt
 	data, _ := builtinFS.ReadFile("builtin/" + packRel)
-	b.packFile = fileRec{BuiltinPrefix + packRel, data}
+	b.packFile = fileRec{BuiltinPrefix + packRel, data, resolve.InputPack, DefaultPack}
 	pf, err := decodePack(b.packFile.path, "default", data)
 	if err != nil {
 		b.errs = append(b.errs, err)
@@ -89,7 +96,7 @@ func loadBuiltins() *builtinSet {
 	b.pack = pf
 
 	data, _ = builtinFS.ReadFile("builtin/preamble.md")
-	b.preambleFile = fileRec{BuiltinPrefix + "preamble.md", data}
+	b.preambleFile = fileRec{BuiltinPrefix + "preamble.md", data, resolve.InputPreamble, "preamble.md"}
 	if line, msg := checkText(data); msg != "" {
 		b.errs = append(b.errs, &Error{Code: resolve.CodeConfigInvalid, File: b.preambleFile.path, Line: line, Message: msg})
 	}

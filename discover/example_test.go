@@ -1,6 +1,7 @@
 package discover_test
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -24,6 +25,7 @@ func ExampleLoad() {
 		fmt.Println(err)
 		return
 	}
+	in.Explain = true // record each field's candidates, for Origin
 	spec, err := resolve.Resolve(ref, in)
 	if err != nil {
 		fmt.Println(err)
@@ -65,14 +67,17 @@ func ExampleSnapshot_Roster() {
 	// [architect implementer reviewer external:architect external:old-bot external:scribe]
 }
 
-// A worker keeps one Source and asks it for the snapshot per task; it
-// re-stats the files at most once per interval.
+// A worker keeps one Source, starts its watcher (a stat sweep every
+// interval, on the Source's own goroutine) and asks it for the snapshot per
+// task, which never waits for a sweep.
 func ExampleNewSource() {
 	src, err := discover.NewSource("testdata/roots/full", discover.Options{ReloadInterval: 2 * time.Second}, slog.Default())
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
+	src.Start(context.Background())
+	defer src.Stop()
 	snap := src.Snapshot()
 	fmt.Println(len(snap.Packs), "packs;", len(snap.Profiles), "profiles; reload error:", src.Err())
 	// Output:

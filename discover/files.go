@@ -15,7 +15,7 @@ import (
 	"github.com/rolecall/rolecall/resolve"
 )
 
-// The layout of a config root (DESIGN.md §5).
+// The layout of a config root (docs/CONFIG.md).
 const (
 	packDir    = "packs"
 	profileDir = "agents"
@@ -31,7 +31,10 @@ const (
 // so every display path is config-root-relative.
 type tree struct {
 	root   *os.Root
+	fsys   fs.FS // instead of root: a configuration in memory (fsload.go)
 	prefix string
+	// hardLinks: files with several links are read (hardlink.go).
+	hardLinks bool
 }
 
 func (t tree) display(name string) string { return path.Join(t.prefix, name) }
@@ -79,19 +82,23 @@ func fileError(code resolve.Code, display string, err error) *Error {
 // refused without being opened; the open is non-blocking and re-checked
 // with fstat, so a FIFO swapped in between cannot block either.
 func readFile(t tree, name string, code resolve.Code) ([]byte, *Error) {
+	return readFileLimit(t, name, code, MaxFileSize)
+}
+
+// readFileLimit is readFile with another size limit.
+func readFileLimit(t tree, name string, code resolve.Code, limit int64) ([]byte, *Error) {
 	display := t.display(name)
 	if !filepath.IsLocal(filepath.FromSlash(name)) {
 		return nil, &Error{Code: resolve.CodePathEscape, File: display, Message: "the path leaves its trusted root"}
 	}
-	osName := filepath.FromSlash(name)
-	fi, err := t.root.Stat(osName)
+	fi, err := t.stat(name)
 	if err != nil {
 		return nil, fileError(code, display, err)
 	}
-	if e := checkRegular(code, display, fi); e != nil {
+	if e := checkRegular(code, display, fi, limit); e != nil {
 		return nil, e
 	}
-	f, err := t.root.OpenFile(osName, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := t.open(name)
 	if err != nil {
 		return nil, fileError(code, display, err)
 	}
@@ -99,31 +106,38 @@ func readFile(t tree, name string, code resolve.Code) ([]byte, *Error) {
 	if fi, err = f.Stat(); err != nil {
 		return nil, fileError(code, display, err)
 	}
-	if e := checkRegular(code, display, fi); e != nil {
+	if e := checkRegular(code, display, fi, limit); e != nil {
 		return nil, e
 	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if e := t.checkLinks(display, fi); e != nil {
+		return nil, e
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, fileError(code, display, err)
 	}
-	if len(data) > MaxFileSize {
-		return nil, tooBig(code, display)
+	if int64(len(data)) > limit {
+		return nil, tooBig(code, display, limit)
 	}
 	return data, nil
 }
 
-func checkRegular(code resolve.Code, display string, fi fs.FileInfo) *Error {
+func checkRegular(code resolve.Code, display string, fi fs.FileInfo, limit int64) *Error {
 	if !fi.Mode().IsRegular() {
 		return &Error{Code: code, File: display, Message: fmt.Sprintf("is not a regular file (mode %s); only regular files are read", fi.Mode().Type())}
 	}
-	if fi.Size() > MaxFileSize {
-		return tooBig(code, display)
+	if fi.Size() > limit {
+		return tooBig(code, display, limit)
 	}
 	return nil
 }
 
-func tooBig(code resolve.Code, display string) *Error {
-	return &Error{Code: code, File: display, Message: fmt.Sprintf("is larger than the %d-byte (1 MiB) limit", MaxFileSize)}
+func tooBig(code resolve.Code, display string, limit int64) *Error {
+	size := fmt.Sprintf("%d KiB", limit>>10)
+	if limit >= 1<<20 {
+		size = fmt.Sprintf("%d MiB", limit>>20)
+	}
+	return &Error{Code: code, File: display, Message: fmt.Sprintf("is larger than the %d-byte (%s) limit", limit, size)}
 }
 
 // stamp is what the stat sweep compares: one path's kind and, for files,
@@ -144,11 +158,78 @@ type stamp struct {
 // the same files.
 type scanner struct {
 	stamps []stamp
+	// save, when set, keeps every stat and listing of this scan; use, when
+	// set, answers from a kept scan instead of the file system (scanMemo).
+	save, use *scanMemo
+}
+
+// scanMemo is one scan's stats and directory listings, by display path. A
+// Source's sweep keeps them, and the load that follows a sweep which saw a
+// change answers from them instead of statting and listing every file a
+// second time: the load then describes the tree as the sweep saw it, a
+// few milliseconds earlier, which is what a load that began then would
+// have seen. Only paths the sweep covered are answered; a path that a
+// changed rolecall.yaml adds is scanned afresh.
+type scanMemo struct {
+	stats map[string]statResult
+	lists map[string]listResult
+}
+
+type statResult struct {
+	fi  fs.FileInfo
+	err error
+}
+
+type listResult struct {
+	ents []fs.DirEntry
+	err  *Error
+}
+
+func newScanMemo() *scanMemo {
+	return &scanMemo{stats: map[string]statResult{}, lists: map[string]listResult{}}
 }
 
 func (s *scanner) stat(t tree, name string) (fs.FileInfo, error) {
-	fi, err := t.root.Stat(filepath.FromSlash(name))
-	st := stamp{path: t.display(name)}
+	key := t.display(name)
+	if s.use != nil {
+		if r, ok := s.use.stats[key]; ok {
+			s.record(key, r.fi, r.err)
+			return r.fi, r.err
+		}
+	}
+	fi, err := t.stat(name)
+	if s.save != nil {
+		s.save.stats[key] = statResult{fi, err}
+	}
+	s.record(key, fi, err)
+	return fi, err
+}
+
+// statEntry is stat for an entry of a directory list just read. A symlink
+// is stat'ed through the root, which follows it only while it stays
+// inside; anything else is what the listing already lstat'ed (or one
+// lstat relative to the open directory), since lstat and stat agree on
+// it. That is one system call per file instead of os.Root's walk of every
+// path component, which on a root of 12,000 files is most of a sweep.
+// name is the entry's path in t and display its display path (the
+// caller has both).
+func (s *scanner) statEntry(t tree, name, display string, e fs.DirEntry) (fs.FileInfo, error) {
+	if e.Type()&fs.ModeSymlink != 0 {
+		return s.stat(t, name)
+	}
+	fi, err := e.Info()
+	if err != nil {
+		// Removed since the listing, or unreadable: let the root say how.
+		return s.stat(t, name)
+	}
+	// Not kept in save: a load that reuses the listing gets the same
+	// entry back, whose Info is already filled in.
+	s.record(display, fi, nil)
+	return fi, nil
+}
+
+func (s *scanner) record(display string, fi fs.FileInfo, err error) {
+	st := stamp{path: display}
 	switch {
 	case err == nil:
 		st.kind = 'o'
@@ -166,13 +247,12 @@ func (s *scanner) stat(t tree, name string) (fs.FileInfo, error) {
 		st.kind, st.err = 'e', err.Error()
 	}
 	s.stamps = append(s.stamps, st)
-	return fi, err
 }
 
-// list returns the sorted names in dir, skipping dot-entries (editor
-// temporaries and the ..data links of Kubernetes ConfigMap mounts). A
-// missing dir gives (nil, false, nil).
-func (s *scanner) list(t tree, dir string, code resolve.Code) ([]string, bool, *Error) {
+// list returns the entries of dir sorted by name, skipping dot-entries
+// (editor temporaries and the ..data links of Kubernetes ConfigMap
+// mounts). A missing dir gives (nil, false, nil).
+func (s *scanner) list(t tree, dir string, code resolve.Code) ([]fs.DirEntry, bool, *Error) {
 	fi, err := s.stat(t, dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -182,23 +262,33 @@ func (s *scanner) list(t tree, dir string, code resolve.Code) ([]string, bool, *
 	case !fi.IsDir():
 		return nil, true, &Error{Code: code, File: t.display(dir), Message: "is not a directory"}
 	}
-	f, err := t.root.Open(filepath.FromSlash(dir))
-	if err != nil {
-		return nil, true, fileError(code, t.display(dir), err)
-	}
-	defer f.Close()
-	ents, err := f.ReadDir(-1)
-	if err != nil {
-		return nil, true, fileError(code, t.display(dir), err)
-	}
-	names := make([]string, 0, len(ents))
-	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), ".") {
-			names = append(names, e.Name())
+	key := t.display(dir) + "\x00" + string(code)
+	if s.use != nil {
+		if r, ok := s.use.lists[key]; ok {
+			return r.ents, true, r.err
 		}
 	}
-	sort.Strings(names)
-	return names, true, nil
+	ents, lerr := s.readDir(t, dir, code)
+	if s.save != nil {
+		s.save.lists[key] = listResult{ents, lerr}
+	}
+	return ents, true, lerr
+}
+
+// readDir lists dir's entries sorted by name, without dot-entries.
+func (s *scanner) readDir(t tree, dir string, code resolve.Code) ([]fs.DirEntry, *Error) {
+	ents, err := t.readDir(dir)
+	if err != nil {
+		return nil, fileError(code, t.display(dir), err)
+	}
+	out := make([]fs.DirEntry, 0, len(ents))
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".") {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	return out, nil
 }
 
 // cand is a file the scan found and the load will read.
@@ -212,18 +302,20 @@ type cand struct {
 
 // files lists dir's files ending in ext (followed through symlinks).
 func (s *scanner) files(t tree, dir, ext string, code resolve.Code) ([]cand, bool, *Error) {
-	names, ok, err := s.list(t, dir, code)
+	ents, ok, err := s.list(t, dir, code)
 	if err != nil || !ok {
 		return nil, ok, err
 	}
 	var out []cand
-	for _, n := range names {
+	for _, e := range ents {
+		n := e.Name()
 		stem, isExt := strings.CutSuffix(n, ext)
 		if !isExt {
 			continue
 		}
-		c := cand{t: t, name: path.Join(dir, n), path: t.display(path.Join(dir, n)), stem: stem}
-		if _, err := s.stat(t, c.name); err != nil {
+		name := path.Join(dir, n)
+		c := cand{t: t, name: name, path: t.display(name), stem: stem}
+		if _, err := s.statEntry(t, name, c.path, e); err != nil {
 			c.err = fileError(code, c.path, err)
 		}
 		out = append(out, c)
@@ -235,18 +327,20 @@ func (s *scanner) files(t tree, dir, ext string, code resolve.Code) ([]cand, boo
 // <name>/<name>.md. Entries that are neither are ignored.
 func (s *scanner) profiles(t tree, dir string) ([]cand, *Error) {
 	code := resolve.CodeProfileInvalid
-	names, ok, err := s.list(t, dir, code)
+	ents, ok, err := s.list(t, dir, code)
 	if err != nil || !ok {
 		return nil, err
 	}
 	var out []cand
-	for _, n := range names {
+	for _, e := range ents {
+		n := e.Name()
 		name := path.Join(dir, n)
-		fi, err := s.stat(t, name)
+		display := t.display(name)
+		fi, err := s.statEntry(t, name, display, e)
 		if err != nil {
 			// Only report what would have been a profile.
 			if strings.HasSuffix(n, mdExt) || isEscape(err) {
-				out = append(out, cand{t: t, name: name, path: t.display(name), stem: strings.TrimSuffix(n, mdExt), err: fileError(code, t.display(name), err)})
+				out = append(out, cand{t: t, name: name, path: display, stem: strings.TrimSuffix(n, mdExt), err: fileError(code, display, err)})
 			}
 			continue
 		}
@@ -262,7 +356,7 @@ func (s *scanner) profiles(t tree, dir string) ([]cand, *Error) {
 			continue
 		}
 		if stem, isMD := strings.CutSuffix(n, mdExt); isMD {
-			out = append(out, cand{t: t, name: name, path: t.display(name), stem: stem})
+			out = append(out, cand{t: t, name: name, path: display, stem: stem})
 		}
 	}
 	return out, nil
@@ -312,10 +406,14 @@ func (s *scanner) scanFixed(t tree) fixedScan {
 	return p
 }
 
-// scanPaths are the rolecall.yaml values that extend the scan.
+// scanPaths are the rolecall.yaml values that extend the scan, and the
+// ${file:…} targets the last load read (sorted).
 type scanPaths struct {
+	sources  []SkillSource
 	roots    []string
 	preamble string
+	files    []string
+	stamps   int // how many stamps the load took: the next sweep's capacity
 }
 
 // configuredScan is the part of the layout named by rolecall.yaml.
@@ -339,9 +437,9 @@ func (s *scanner) scanConfigured(t tree, sp scanPaths, cfgFile string, lines map
 		case !fi.IsDir():
 			e = &Error{Code: resolve.CodeConfigInvalid, File: t.display(r), Message: "is not a directory"}
 		}
-		var sub *os.Root
+		var sub tree
 		if e == nil {
-			sub, err = t.root.OpenRoot(filepath.FromSlash(r))
+			sub, err = t.sub(r, t.display(r))
 			if err != nil {
 				e = fileError(resolve.CodeConfigInvalid, t.display(r), err)
 			}
@@ -355,8 +453,8 @@ func (s *scanner) scanConfigured(t tree, sp scanPaths, cfgFile string, lines map
 			p.roots = append(p.roots, nil)
 			continue
 		}
-		p.opened = append(p.opened, sub)
-		cands, perr := s.profiles(tree{root: sub, prefix: t.display(r)}, ".")
+		p.opened = sub.opened(p.opened)
+		cands, perr := s.profiles(sub, ".")
 		if perr != nil {
 			p.errs = append(p.errs, perr)
 		}
@@ -368,6 +466,9 @@ func (s *scanner) scanConfigured(t tree, sp scanPaths, cfgFile string, lines map
 			c.err = fileError(resolve.CodeConfigInvalid, c.path, err)
 		}
 		p.preamble = &c
+	}
+	for _, f := range sp.files {
+		s.stat(t, f)
 	}
 	return p
 }

@@ -1,6 +1,8 @@
 package discover_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"io/fs"
@@ -30,22 +32,7 @@ func copyRoot(t testing.TB, name string) string {
 		return dst
 	}
 	src := filepath.Join("testdata", "roots", name)
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, data, 0o644)
-	})
-	if err != nil {
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
 		t.Fatalf("copy %s: %v", src, err)
 	}
 	return dst
@@ -160,4 +147,17 @@ func ageFiles(t testing.TB, dir string, d time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// reloaded is what a started Source serves once its watcher has swept:
+// Reload, then Snapshot (a Snapshot alone never sweeps).
+func reloaded(t testing.TB, src *discover.Source) *discover.Snapshot {
+	t.Helper()
+	src.Reload()
+	return src.Snapshot()
 }

@@ -17,7 +17,8 @@ const DefaultPack = "default"
 //
 // Names in req are checked first (task_invalid, a *resolve.ResolutionError).
 // The pack is req.Pack, else rolecall.yaml's default_pack, else "default";
-// an unknown one is a *Error with code pack_not_found. The profile is the
+// an unknown one is a *Error with code pack_not_found, and a broken one is
+// its own *Error (Snapshot.PackErrors). The profile is the
 // one req.Profile names; without it, the one an ExternalRef names, or for a
 // bare role the rolecall.yaml overlays binding, else none. A profile is
 // never chosen because its name equals a Role. A named profile that does
@@ -58,6 +59,8 @@ func (s *Snapshot) Inputs(req Request) (resolve.Inputs, error) {
 		Task:          req.Task,
 		Defaults:      s.Defaults,
 		Policy:        s.Policy,
+		Models:        s.Models,
+		Skills:        s.Skills,
 	}
 	if req.Pack != nil {
 		in.PackSelection = resolve.PackFromTask
@@ -79,23 +82,41 @@ func (s *Snapshot) Inputs(req Request) (resolve.Inputs, error) {
 	if name != "" {
 		p, ok := s.Profiles[name]
 		if !ok {
-			return resolve.Inputs{}, missingProfile(name, via, refName)
+			err := missingProfile(name, via, refName, s.closestProfiles(name))
+			if via == "overlays" {
+				err.Message, err.Subject = s.Config.masks.apply(err.Message), s.Config.masks.apply(err.Subject)
+			}
+			return resolve.Inputs{}, err
 		}
 		in.Profile = &p.ExternalProfile
+	}
+	if err := s.skillProblem(req.Ref, &in); err != nil {
+		return resolve.Inputs{}, err
 	}
 	return in, nil
 }
 
-func missingProfile(name, via, role string) error {
+func missingProfile(name, via, role string, closest []string) *resolve.ResolutionError {
 	by := map[string]string{
 		"role":     "the role token " + resolve.ExternalPrefix + name,
 		"overlays": fmt.Sprintf("the rolecall.yaml overlays binding for role %q", role),
 		"profile":  "the task's profile field",
 	}[via]
-	return &resolve.ResolutionError{
+	err := &resolve.ResolutionError{
 		Code: resolve.CodeExternalProfileMissing, Subject: name, Details: map[string]any{},
 		Message: fmt.Sprintf("profile %q, named by %s, does not exist", name, by),
 	}
+	switch len(closest) {
+	case 0:
+	case 1:
+		err.Message += fmt.Sprintf("; did you mean %q?", closest[0])
+	default:
+		err.Message += fmt.Sprintf("; did you mean one of %s?", quoteNames(closest))
+	}
+	if len(closest) > 0 {
+		err.Details["closest"] = closest
+	}
+	return err
 }
 
 // pack finds the selected pack: the task's, else the worker default.
@@ -107,13 +128,21 @@ func (s *Snapshot) pack(task *string) (*PackFile, error) {
 	if pf, ok := s.Packs[name]; ok {
 		return pf, nil
 	}
+	if err, ok := s.PackErrors[name]; ok {
+		return nil, err
+	}
 	if file == "" {
 		file = packDir + "/" + name + packExt
 	}
-	return nil, &Error{
-		Code: resolve.CodePackNotFound, File: file, Line: line, Key: "pack", Subject: name,
-		Message: fmt.Sprintf("pack %q does not exist (known: %s)", name, quoteNames(sortedKeys(s.Packs))),
+	h := s.packHint(name)
+	err := &Error{Code: resolve.CodePackNotFound, File: file, Line: line, Key: "pack", Subject: name, Message: h.msg}
+	if len(h.closest) > 0 {
+		err.Extra = map[string]any{"closest": h.closest}
 	}
+	if task == nil {
+		return nil, s.Config.masks.mask(err) // default_pack may come from a placeholder
+	}
+	return nil, err
 }
 
 // defaultPack is the worker's default pack and where it was set.

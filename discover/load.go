@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -21,6 +22,11 @@ import (
 // goroutines share one snapshot. The resolver never mutates its inputs.
 type Snapshot struct {
 	Root string // the root as given
+	// ConfigSource says where the files came from: ConfigFromFiles (a
+	// config root on disk) or ConfigFromNATS (a bundle). Revision is the
+	// bundle's revision in NATS, 0 for files.
+	ConfigSource string
+	Revision     uint64
 	// Digest is "sha256:" over every file read (path and content, both
 	// length-prefixed) in canonical (sorted path) order, embedded files
 	// included: equal digests mean the same configuration.
@@ -29,6 +35,10 @@ type Snapshot struct {
 	Packs    map[string]*PackFile // sealed packs
 	Profiles map[string]*Profile
 	Config   Config
+	// PackErrors holds, by pack name, each pack that failed to read, decode
+	// or compose (with what it extends). A task that selects one fails
+	// with that error; every other pack keeps working.
+	PackErrors map[string]*Error
 	// Defaults come from rolecall.yaml defaults; lion_system defaults to true.
 	Defaults resolve.RuntimeDefaults
 	// Policy: legacy_profiles: reject sets RejectLegacyProfiles.
@@ -42,17 +52,37 @@ type Snapshot struct {
 	// RoleFiles and ModeFiles say where each catalog entry was read.
 	RoleFiles map[string]*CatalogFile
 	ModeFiles map[string]*CatalogFile
+	// Models is the model catalog (rolecall.yaml models:), sealed; nil
+	// without one, which makes every tier symbol tier_unknown.
+	Models *resolve.ModelCatalog
+	// Skills are the skills of every source, by name; SkillFiles says
+	// where each was read.
+	Skills     []resolve.Skill
+	SkillFiles map[string]*SkillFile
+	// SkillErrors are the problems of the skill sources (source_missing,
+	// skill_duplicate, a SKILL.md that does not decode, path_escape),
+	// sorted. They do not fail the load: Inputs fails a task with the
+	// first of them only when its resolution consults skills.
+	SkillErrors []*Error
 
 	profileList []resolve.ExternalProfile // for Roster, by name
+	hints       packHints                 // for pack_not_found (hints.go)
+	inputs      *decisionIndex            // for DecisionInputs (decisioninputs.go)
 }
+
+// Where a snapshot's files came from (Snapshot.ConfigSource).
+const (
+	ConfigFromFiles = "files"
+	ConfigFromNATS  = "nats"
+)
 
 // Load reads the config root through os.Root and returns an immutable
 // snapshot, or the first problem found (a *Error; problems are ordered by
-// file and line, so the same tree always reports the same one). Validate
-// reports every problem instead. opts is accepted for symmetry with
-// NewSource; Load itself uses none of it today.
+// file and line, so the same tree always reports the same one). A broken
+// pack is not such a problem: it is kept in Snapshot.PackErrors. Validate
+// reports every problem instead.
 func Load(root string, opts Options) (*Snapshot, error) {
-	l := load(root)
+	l := load(root, opts)
 	if len(l.errs) > 0 {
 		return nil, l.errs[0]
 	}
@@ -65,9 +95,15 @@ type loader struct {
 	rootPath string
 	files    []fileRec
 	errs     []*Error
+	packErrs map[string]*Error
+	x        *expander         // the placeholders of this load
 	fp       [sha256.Size]byte // the scan's fingerprint, compared by sweeps
 	started  int64             // Unix ns when the scan began
 	scan     scanPaths
+	// cache, when a Source loads, supplies the unchanged files of the
+	// previous load (cache.go); stamps are this scan's, by display path.
+	cache  *parseCache
+	stamps map[string]stamp
 
 	cfg       Config
 	cfgOK     bool
@@ -81,6 +117,7 @@ type loader struct {
 	// broken names whose file failed to decode, so Validate does not report
 	// follow-on problems for them.
 	brokenRoles, brokenModes, brokenPacks, brokenProfiles map[string]bool
+	sk                                                    skillSet
 }
 
 func (l *loader) fail(e *Error) {
@@ -89,7 +126,7 @@ func (l *loader) fail(e *Error) {
 	}
 }
 
-func (l *loader) read(c cand, code resolve.Code) ([]byte, bool) {
+func (l *loader) read(c cand, code resolve.Code, kind string) ([]byte, bool) {
 	if c.err != nil {
 		l.fail(c.err)
 		return nil, false
@@ -99,19 +136,38 @@ func (l *loader) read(c cand, code resolve.Code) ([]byte, bool) {
 		l.fail(err)
 		return nil, false
 	}
-	l.files = append(l.files, fileRec{c.path, data})
+	l.files = append(l.files, fileRec{c.path, data, kind, c.stem})
 	return data, true
 }
 
-func load(rootPath string) *loader {
+func load(rootPath string, opts Options) *loader { return loadFrom(rootPath, nil, opts) }
+
+// loadFrom reads rootPath through os.Root, or fsys when it is not nil.
+func loadFrom(rootPath string, fsys fs.FS, opts Options) *loader {
+	return loadCached(rootPath, fsys, opts, nil)
+}
+
+// loadCached is loadFrom reusing what cache holds of unchanged files; the
+// result equals loadFrom's (the property test in cache_test.go checks it).
+func loadCached(rootPath string, fsys fs.FS, opts Options, cache *parseCache) *loader {
 	l := &loader{
+		cache:    cache,
 		rootPath: rootPath,
 		cfg:      defaultConfig(),
+		x:        &expander{lookupEnv: opts.LookupEnv},
+		packErrs: map[string]*Error{},
 		packs:    map[string]*PackFile{}, profiles: map[string]*Profile{},
 		brokenRoles: map[string]bool{}, brokenModes: map[string]bool{}, brokenPacks: map[string]bool{}, brokenProfiles: map[string]bool{},
 	}
 	l.started = time.Now().UnixNano()
-	r, err := os.OpenRoot(rootPath)
+	// A sweep's scan serves this load only (taken even if the root fails
+	// to open, so no later load sees it stale).
+	memo, memoAt := l.cache.takeMemo()
+	t := tree{fsys: fsys, hardLinks: opts.AllowHardLinks}
+	var err error
+	if fsys == nil {
+		t.root, err = os.OpenRoot(rootPath)
+	}
 	if err != nil {
 		// The root's own path stays out of the message: it ends up in
 		// failure JSON and readiness output, which name only root-relative
@@ -121,17 +177,36 @@ func load(rootPath string) *loader {
 		l.fp, _ = fingerprint([]stamp{{kind: 'e', err: err.Error()}})
 		return l
 	}
-	defer r.Close()
-	t := tree{root: r}
+	if t.root != nil {
+		defer t.root.Close()
+	}
 	var sc scanner
+	if memo != nil {
+		// The tree as the sweep just saw it: the cache's racy check must
+		// count from when that sweep began.
+		sc.use, l.started = memo, memoAt
+		sc.stamps = make([]stamp, 0, len(memo.stats)+len(memo.lists))
+	}
+	// ${file:…} targets are stat'ed before they are read, into their own
+	// scan: their stamps join the others, sorted, when the load ends, in
+	// the order a sweep stats them.
+	var psc scanner
+	l.x.read = func(rel string) ([]byte, *Error) {
+		psc.stat(t, rel)
+		data, err := readFileLimit(t, rel, resolve.CodePlaceholderUnresolved, MaxPlaceholderFile)
+		if err == nil {
+			l.files = append(l.files, fileRec{t.display(rel), data, resolve.InputPlaceholderFile, t.display(rel)})
+		}
+		return data, err
+	}
 	fixed := sc.scanFixed(t)
 	for _, e := range fixed.errs {
 		l.fail(e)
 	}
 
 	if fixed.config != nil {
-		if data, ok := l.read(*fixed.config, resolve.CodeConfigInvalid); ok {
-			cfg, err := decodeConfig(fixed.config.path, data)
+		if data, ok := l.read(*fixed.config, resolve.CodeConfigInvalid, resolve.InputConfig); ok {
+			cfg, err := decodeConfigWith(fixed.config.path, data, l.x)
 			if err != nil {
 				l.fail(err)
 			} else {
@@ -142,7 +217,7 @@ func load(rootPath string) *loader {
 		l.cfgOK = true
 	}
 	if l.cfgOK {
-		l.scan = scanPaths{roots: l.cfg.ProfileRoots, preamble: l.cfg.PreambleFile}
+		l.scan = scanPaths{roots: l.cfg.ProfileRoots, preamble: l.cfg.PreambleFile, sources: l.cfg.Sources}
 	}
 	conf := sc.scanConfigured(t, l.scan, ConfigFile, l.cfg.KeyLines)
 	defer func() {
@@ -153,26 +228,17 @@ func load(rootPath string) *loader {
 	for _, e := range conf.errs {
 		l.fail(e)
 	}
+	l.loadSkills(sc.scanSkills(t, l.scan.sources))
+	if l.cache != nil {
+		l.stamps = stampsByPath(sc.stamps)
+	}
 
 	_, hasDefault := findStem(fixed.packs, "default")
 	l.useBuiltins(!fixed.hasCatalog, !hasDefault)
 	if fixed.hasCatalog {
 		l.loadCatalog(fixed.roles, fixed.modes)
 	}
-	for _, c := range fixed.packs {
-		data, ok := l.read(c, resolve.CodePackInvalid)
-		if !ok {
-			l.brokenPacks[c.stem] = true
-			continue
-		}
-		pf, err := decodePack(c.path, c.stem, data)
-		if err != nil {
-			l.fail(err)
-			l.brokenPacks[c.stem] = true
-			continue
-		}
-		l.packs[c.stem] = pf
-	}
+	l.loadPacks(fixed.packs)
 	l.loadProfiles(append([][]cand{fixed.agents}, conf.roots...))
 	if c := conf.preamble; c != nil {
 		var data []byte
@@ -188,16 +254,117 @@ func load(rootPath string) *loader {
 				Message: fmt.Sprintf("key \"preamble_file\": %q %s", l.cfg.PreambleFile, err.Message),
 			})
 		default:
-			l.files = append(l.files, fileRec{c.path, data})
+			l.files = append(l.files, fileRec{c.path, data, resolve.InputPreamble, l.cfg.PreambleFile})
 			if line, msg := checkText(data); msg != "" {
 				l.fail(&Error{Code: resolve.CodeConfigInvalid, File: c.path, Line: line, Message: msg})
 			}
 			l.preamble = lfLines(string(data))
 		}
 	}
+	slices.SortFunc(psc.stamps, func(a, b stamp) int { return strings.Compare(a.path, b.path) })
+	sc.stamps = append(sc.stamps, psc.stamps...)
+	l.scan.files = make([]string, len(psc.stamps))
+	for i, st := range psc.stamps {
+		l.scan.files[i] = st.path
+	}
+	l.scan.stamps = len(sc.stamps)
 	l.fp, _ = fingerprint(sc.stamps)
+	for i, e := range l.errs {
+		if e.File == ConfigFile {
+			l.errs[i] = l.cfg.masks.mask(e)
+		}
+	}
 	sortErrors(l.errs)
 	return l
+}
+
+// loadPacks reads, composes and decodes every pack. A pack that fails is
+// kept as its error, and so is a pack that extends it; neither stops the
+// load.
+func (l *loader) loadPacks(cands []cand) {
+	o := newNodeOrigins()
+	srcs := make(map[string]*packSource, len(cands))
+	cached := map[string]*packEntry{}
+	reused := map[*packSource]bool{}
+	for _, c := range cands {
+		src := &packSource{name: c.stem, path: c.path, err: c.err}
+		if src.err == nil {
+			if data, ce, err := l.readPack(c); err != nil {
+				src.err = err
+			} else {
+				var r bool
+				src, cached[c.stem], r = l.preparePackCached(c, data, ce, o)
+				if r {
+					reused[src] = true
+				}
+			}
+		}
+		if src.err != nil && src.err.Subject == "" {
+			e := *src.err
+			e.Subject = c.stem
+			src.err = &e
+		}
+		srcs[c.stem] = src
+	}
+	// Inside packs/default.yaml (and when there is none), "default" is
+	// the embedded pack, prepared only when something extends it.
+	var embedded *packSource
+	ownDefault := packDir + "/" + DefaultPack + packExt
+	lookup := func(from *packSource, name string) *packSource {
+		if name != DefaultPack || (from.path != ownDefault && srcs[DefaultPack] != nil) {
+			return srcs[name]
+		}
+		if embedded == nil {
+			b := builtins()
+			embedded = prepareSource(DefaultPack, b.packFile.path, b.packFile.data, &expander{}, o)
+			// Read here only because a pack extends it: a mixin.
+			f := b.packFile
+			f.kind = resolve.InputMixin
+			l.files = append(l.files, f)
+		}
+		return embedded
+	}
+	c := &composer{o: o, lookup: lookup, reused: reused}
+	layers := map[string][]*packSource{}
+	own := map[*packSource]*Error{}
+	for _, name := range sortedKeys(srcs) {
+		src := srcs[name]
+		if src.err != nil {
+			own[src] = src.err
+			continue
+		}
+		if pe := cached[name]; pe != nil && pe.pf != nil {
+			l.packs[name], layers[name] = pe.pf, []*packSource{src}
+			continue
+		}
+		pf, ls, err := c.pack(src)
+		if err != nil {
+			own[src] = err
+			continue
+		}
+		l.packs[name], layers[name] = pf, ls
+		if pe := cached[name]; pe != nil && len(src.extends) == 0 {
+			pe.pf = pf
+		}
+	}
+	// A pack is broken too when anything it was composed from is: the
+	// first broken layer, in the order applied, is named as the cause.
+	for _, name := range sortedKeys(layers) {
+		ls := layers[name]
+		for _, layer := range ls[:len(ls)-1] {
+			if cause, ok := own[layer]; ok {
+				own[ls[len(ls)-1]] = brokenMixin(ls[len(ls)-1], layer.name, "", cause)
+				delete(l.packs, name)
+				break
+			}
+		}
+	}
+	for name, src := range srcs {
+		if err, ok := own[src]; ok {
+			l.packErrs[name] = err
+			l.brokenPacks[name] = true
+		}
+	}
 }
 
 // useBuiltins installs the embedded catalog, default pack and preamble
@@ -223,14 +390,15 @@ func (l *loader) useBuiltins(catalog, pack bool) {
 
 func (l *loader) loadCatalog(roles, modes []cand) {
 	cat := resolve.Catalog{Roles: map[string]resolve.Role{}, Modes: map[string]resolve.Mode{}}
+	decodes := l.cache.decodeCount()
 	l.roleFiles, l.modeFiles = map[string]*CatalogFile{}, map[string]*CatalogFile{}
 	for _, c := range roles {
-		data, ok := l.read(c, resolve.CodeCatalogInvalid)
+		data, ce, ok := l.readCached(c, resolve.CodeCatalogInvalid, resolve.InputCatalogRole)
 		if !ok {
 			l.brokenRoles[c.stem] = true
 			continue
 		}
-		r, cf, err := decodeRole(c.path, c.stem, data)
+		r, cf, err := l.decodeRoleCached(c, data, ce)
 		if err != nil {
 			l.fail(err)
 			l.brokenRoles[c.stem] = true
@@ -239,12 +407,12 @@ func (l *loader) loadCatalog(roles, modes []cand) {
 		cat.Roles[c.stem], l.roleFiles[c.stem] = r, cf
 	}
 	for _, c := range modes {
-		data, ok := l.read(c, resolve.CodeCatalogInvalid)
+		data, ce, ok := l.readCached(c, resolve.CodeCatalogInvalid, resolve.InputCatalogMode)
 		if !ok {
 			l.brokenModes[c.stem] = true
 			continue
 		}
-		m, cf, err := decodeMode(c.path, c.stem, data)
+		m, cf, err := l.decodeModeCached(c, data, ce)
 		if err != nil {
 			l.fail(err)
 			l.brokenModes[c.stem] = true
@@ -255,8 +423,15 @@ func (l *loader) loadCatalog(roles, modes []cand) {
 	for _, e := range checkConflicts(cat.Modes, l.modeFiles, l.brokenModes) {
 		l.fail(e)
 	}
+	// Only a catalog whose every file was read and decoded is reused: a
+	// file that fails now may have been an entry of the previous one.
+	if c := l.cache.sameCatalog(roles, modes, decodes); c != nil && len(l.brokenRoles)+len(l.brokenModes) == 0 {
+		l.catalog = c
+		return
+	}
 	sealed := cat.Seal()
 	l.catalog = &sealed
+	l.cache.keepCatalog(roles, modes, l.catalog)
 }
 
 // loadProfiles decodes the profiles of every profile root, in root order.
@@ -277,12 +452,12 @@ func (l *loader) loadProfiles(roots [][]cand) {
 				continue
 			}
 			first[c.stem] = c.path
-			data, ok := l.read(c, resolve.CodeProfileInvalid)
+			data, ce, ok := l.readCached(c, resolve.CodeProfileInvalid, resolve.InputProfile)
 			if !ok {
 				l.brokenProfiles[c.stem] = true
 				continue
 			}
-			p, err := decodeProfile(c.path, c.stem, data)
+			p, err := l.decodeProfileCached(c, data, ce)
 			if err != nil {
 				l.fail(err)
 				l.brokenProfiles[c.stem] = true
@@ -319,21 +494,26 @@ func findStem(cands []cand, stem string) (cand, bool) {
 }
 
 func (l *loader) snapshot() *Snapshot {
-	slices.SortFunc(l.files, func(a, b fileRec) int { return strings.Compare(a.path, b.path) })
+	slices.SortStableFunc(l.files, func(a, b fileRec) int { return strings.Compare(a.path, b.path) })
+	// A file read twice (a ${file:…} target that is also a pack, the
+	// embedded pack as a mixin) is listed once.
+	l.files = slices.CompactFunc(l.files, func(a, b fileRec) bool { return a.path == b.path })
 	s := &Snapshot{
-		Root:      l.rootPath,
-		Digest:    digestFiles(l.files),
-		Catalog:   l.catalog,
-		Packs:     l.packs,
-		Profiles:  l.profiles,
-		Config:    l.cfg,
-		Defaults:  l.cfg.Defaults,
-		Policy:    resolve.Policy{RejectLegacyProfiles: l.cfg.LegacyProfiles == LegacyReject},
-		Preamble:  l.preamble,
-		Files:     make([]Origin, len(l.files)),
-		Warnings:  l.warnings,
-		RoleFiles: l.roleFiles,
-		ModeFiles: l.modeFiles,
+		Root:         l.rootPath,
+		ConfigSource: ConfigFromFiles,
+		PackErrors:   l.packErrs,
+		Digest:       digestFiles("rolecall.discover.v1", l.files),
+		Catalog:      l.catalog,
+		Packs:        l.packs,
+		Profiles:     l.profiles,
+		Config:       l.cfg,
+		Defaults:     l.cfg.Defaults,
+		Policy:       resolve.Policy{RejectLegacyProfiles: l.cfg.LegacyProfiles == LegacyReject},
+		Preamble:     l.preamble,
+		Files:        make([]Origin, len(l.files)),
+		Warnings:     l.warnings,
+		RoleFiles:    l.roleFiles,
+		ModeFiles:    l.modeFiles,
 	}
 	for i, f := range l.files {
 		s.Files[i] = Origin{File: f.path}
@@ -342,14 +522,16 @@ func (l *loader) snapshot() *Snapshot {
 	for _, name := range sortedKeys(l.profiles) {
 		s.profileList = append(s.profileList, l.profiles[name].ExternalProfile)
 	}
+	l.fillSkills(s)
+	s.inputs = newDecisionIndex(s, l.files, l.cache.digest)
 	return s
 }
 
 // digestFiles hashes sorted files: a version tag, then for each file its
 // path and content, both length-prefixed so no two trees collide.
-func digestFiles(files []fileRec) string {
+func digestFiles(tag string, files []fileRec) string {
 	h := sha256.New()
-	h.Write([]byte("rolecall.discover.v1\x00"))
+	h.Write([]byte(tag + "\x00"))
 	var n [8]byte
 	for _, f := range files {
 		binary.BigEndian.PutUint64(n[:], uint64(len(f.path)))
@@ -362,19 +544,25 @@ func digestFiles(files []fileRec) string {
 	return resolve.DigestPrefix + hex.EncodeToString(h.Sum(nil))
 }
 
-// fingerprint hashes the stamps of a scan and returns the newest file
-// mtime among them.
+// fingerprint hashes the stamps of a scan, in path order (so a load and
+// a sweep may stat in different orders), and returns the newest file
+// mtime among them. It sorts stamps in place: its callers are done with
+// their order, and a copy of 12,000 stamps per sweep is garbage a large
+// root does not need.
 func fingerprint(stamps []stamp) (fp [sha256.Size]byte, newest int64) {
+	slices.SortStableFunc(stamps, func(a, b stamp) int { return strings.Compare(a.path, b.path) })
 	h := sha256.New()
 	var n [8]byte
 	put := func(v uint64) {
 		binary.BigEndian.PutUint64(n[:], v)
 		h.Write(n[:])
 	}
+	var buf []byte // one buffer for the paths, not a conversion each
 	for _, s := range stamps {
 		newest = max(newest, s.mtime)
 		put(uint64(len(s.path)))
-		h.Write([]byte(s.path))
+		buf = append(buf[:0], s.path...)
+		h.Write(buf)
 		h.Write([]byte{s.kind})
 		put(uint64(s.size))
 		put(uint64(s.mtime))

@@ -155,7 +155,10 @@ func TestLoadRefuses(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(t, dir)
 			}
-			_, err := discover.Load(dir, discover.Options{})
+			snap, err := discover.Load(dir, discover.Options{})
+			if file, ok := strings.CutPrefix(tc.where, "packs/"); ok {
+				err = brokenPack(t, snap, err, strings.TrimSuffix(strings.Split(file, ":")[0], ".yaml"))
+			}
 			if err == nil {
 				t.Fatal("Load succeeded; want an error")
 			}
@@ -174,6 +177,30 @@ func TestLoadRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// brokenPack checks that a broken pack did not stop the load: it is kept
+// as its error, which a task selecting it gets, and the other packs still
+// serve. It returns that error.
+func brokenPack(t *testing.T, snap *discover.Snapshot, loadErr error, stem string) error {
+	t.Helper()
+	if loadErr != nil {
+		t.Fatalf("a broken pack stopped the load: %v", loadErr)
+	}
+	perr, ok := snap.PackErrors[stem]
+	if !ok {
+		t.Fatalf("PackErrors lacks %q: %v", stem, snap.PackErrors)
+	}
+	if resolve.ValidateName("pack", stem) == nil {
+		_, err := snap.Inputs(discover.Request{Ref: resolve.RoleName("architect"), Pack: &stem})
+		if err != error(perr) {
+			t.Errorf("a task selecting %q got %v, want the pack's error %v", stem, err, perr)
+		}
+	}
+	if _, err := snap.Inputs(discover.Request{Ref: resolve.RoleName("architect")}); err != nil {
+		t.Errorf("the default pack no longer serves: %v", err)
+	}
+	return perr
 }
 
 func TestDuplicateNamesBothPaths(t *testing.T) {
@@ -212,8 +239,8 @@ func TestLoadFull(t *testing.T) {
 	if e := team.Pack.Roles["reviewer"]; e.ModesAllow == nil || e.DefaultModes != nil {
 		t.Errorf("reviewer: modes_allow set and default_modes absent, got %+v", e)
 	}
-	if got := team.KeyLines["roles.architect.model"]; got != 5 {
-		t.Errorf("KeyLines[roles.architect.model] = %d, want 5", got)
+	if got := team.KeyOrigins["roles.architect.model"]; got != (discover.Origin{File: "packs/team.yaml", Line: 5}) {
+		t.Errorf("KeyOrigins[roles.architect.model] = %v, want packs/team.yaml:5", got)
 	}
 
 	// x- keys are kept, uninterpreted.

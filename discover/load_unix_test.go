@@ -35,3 +35,10 @@ func platformLoadCases() []loadErrorCase {
 func symlinkDevNull(t *testing.T, dir, rel string) {
 	symlink(t, "/dev/null", dir, rel)
 }
+
+func mkfifo(t *testing.T, p string) {
+	t.Helper()
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

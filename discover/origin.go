@@ -12,72 +12,87 @@ var (
 	originBuiltin = Origin{File: "builtin"}
 )
 
-// packKey, profileKey and defaultsKey name the file key behind a resolved
-// field, per source.
-var (
-	packKey    = map[string]string{"model": "model", "effort": "effort", "modes": "default_modes", "active": "active"}
-	profileKey = map[string]string{
-		"model": "model", "effort": "effort", "yolo": "yolo", "bypass": "bypass",
-		"fast_mode": "fast_mode", "lion_system": "lion_system", "artifact_defaults": "artifact_defaults",
-		"timeout": "timeout", "active": "enabled",
-	}
-	defaultsKey = map[string]string{
-		"model": "model", "effort": "effort", "tools": "tools", "permissions": "permissions",
-		"yolo": "yolo", "bypass": "bypass", "fast_mode": "fast_mode", "lion_system": "lion_system",
-	}
-)
-
-// Origin says which file and line supplied the winning value of a resolved
-// field (a key of resolve.Sources.Fields), for explain output in the manner
-// of git config --show-origin. in and spec are the Inputs and result of one
-// resolution against this snapshot. Values from the task give
-// Origin{File: "task"}; compiled-in defaults give Origin{File: "builtin"};
-// "none" and "provider_default" give the zero Origin.
-func (s *Snapshot) Origin(in resolve.Inputs, spec *resolve.ResolvedAgentSpec, field string) Origin {
-	if spec == nil {
+// CandidateOrigin says which file and line hold one candidate of an explain
+// chain (its Source and Key), in the manner of git config --show-origin.
+// in and spec are the Inputs and the result of the resolution that made
+// the chain (Inputs.Explain set) against this snapshot. A pack's value
+// gives the file and line it is written at through composition: the mixin
+// that supplied it, or the variant that set it. Task values give
+// Origin{File: "task"}; compiled-in defaults Origin{File: "builtin"};
+// what no file holds ("none", "provider_default", an absent candidate)
+// the zero Origin.
+func (s *Snapshot) CandidateOrigin(in resolve.Inputs, spec *resolve.ResolvedAgentSpec, c resolve.Candidate) Origin {
+	if c.Status == resolve.StatusAbsent {
 		return Origin{}
 	}
-	var src string
-	for _, f := range spec.Sources.Fields() {
-		if f[0] == field {
-			src = f[1]
+	switch src := c.Source; src {
+	case resolve.SourceTask:
+		return originTask
+	case resolve.SourcePack, resolve.SourcePackVariant:
+		return s.packOrigin(in, c.Key)
+	case resolve.SourceExternalProfile, resolve.SourceExternalOverlay, resolve.SourceExternalReplacement:
+		return s.profileOrigin(in, c.Key)
+	case resolve.SourceRuntimeDefault:
+		if line, ok := s.Config.KeyLines[c.Key]; ok {
+			return Origin{File: s.Config.Origin.File, Line: line}
 		}
-	}
-	switch field {
-	case "identity":
-		if role, ok := strings.CutPrefix(src, "casts:"); ok {
-			return s.roleOrigin(role, "")
-		}
-		return s.profileOrigin(in, "")
-	case "prompt":
-		if src == resolve.SourceCasts {
-			return s.roleOrigin(spec.Identity.Name, "body")
-		}
-		return s.profileOrigin(in, "body")
-	case "pack":
-		if src == resolve.SourceTask {
-			return originTask
-		}
+		return originBuiltin
+	case resolve.SourceWorkerDefault:
 		if name, file, line := s.defaultPack(); file != "" && in.Pack != nil && name == in.Pack.Name {
 			return Origin{File: file, Line: line}
 		}
 		return originBuiltin
-	}
-	switch src {
-	case resolve.SourceTask:
-		return originTask
-	case resolve.SourcePack:
-		return s.packOrigin(in, spec.Identity.Name, packKey[field])
-	case resolve.SourceExternalProfile:
-		return s.profileOrigin(in, profileKey[field])
-	case resolve.SourceRuntimeDefault:
-		key := defaultsKey[field]
-		if line, ok := s.Config.KeyLines["defaults."+key]; ok && key != "" {
-			return Origin{File: s.Config.Origin.File, Line: line}
-		}
-		return originBuiltin
 	case resolve.SourceRole:
-		return s.roleOrigin(spec.Identity.Name, field)
+		if spec == nil {
+			return Origin{}
+		}
+		return s.roleOrigin(spec.Identity.Name, c.Key)
+	default:
+		if role, ok := strings.CutPrefix(src, "casts:"); ok {
+			return s.roleOrigin(role, "")
+		}
+		if _, ok := strings.CutPrefix(src, resolve.ExternalPrefix); ok {
+			return s.profileOrigin(in, "")
+		}
+		if mode, ok := strings.CutPrefix(src, "mode:"); ok {
+			if cf, ok := s.ModeFiles[mode]; ok {
+				return Origin{File: cf.Origin.File, Line: cf.KeyLines["body"]}
+			}
+		}
+	}
+	return Origin{}
+}
+
+// Origin is FieldOrigin for one field ("model", a key of
+// resolve.Sources.Fields). spec must come from a resolution with
+// Inputs.Explain set: without its chain the answer is the zero Origin.
+func (s *Snapshot) Origin(in resolve.Inputs, spec *resolve.ResolvedAgentSpec, field string) Origin {
+	if spec == nil {
+		return Origin{}
+	}
+	for _, f := range spec.Explain {
+		if f.Field == field {
+			return s.FieldOrigin(in, spec, f)
+		}
+	}
+	return Origin{}
+}
+
+// FieldOrigin is the origin of a field's winner: its selected candidate,
+// or for the prompt the block that makes the identity (the Role's body, or
+// the overlay or replacement profile's body).
+func (s *Snapshot) FieldOrigin(in resolve.Inputs, spec *resolve.ResolvedAgentSpec, f resolve.FieldExplain) Origin {
+	want := ""
+	if f.Field == "prompt" {
+		want = f.Source
+		if want == resolve.SourceCasts {
+			want = resolve.SourceRole
+		}
+	}
+	for _, c := range f.Candidates {
+		if c.Status == resolve.StatusSelected && (want == "" || c.Source == want) {
+			return s.CandidateOrigin(in, spec, c)
+		}
 	}
 	return Origin{}
 }
@@ -101,9 +116,10 @@ func (s *Snapshot) profileOrigin(in resolve.Inputs, key string) Origin {
 	return Origin{File: p.Origin.File, Line: p.KeyLines[key]}
 }
 
-// packOrigin points at roles.<role>.<key>, or at the role's entry when the
-// key is not written (active defaults to true).
-func (s *Snapshot) packOrigin(in resolve.Inputs, role, key string) Origin {
+// packOrigin finds key ("roles.architect.variants[1].set.effort") in the
+// selected pack, or the nearest enclosing key that is written (an entry
+// without active: points at the entry).
+func (s *Snapshot) packOrigin(in resolve.Inputs, key string) Origin {
 	if in.Pack == nil {
 		return Origin{}
 	}
@@ -111,10 +127,30 @@ func (s *Snapshot) packOrigin(in resolve.Inputs, role, key string) Origin {
 	if !ok {
 		return Origin{}
 	}
-	entry := "roles." + role
-	line, ok := pf.KeyLines[entry+"."+key]
-	if !ok {
-		line = pf.KeyLines[entry]
+	return pf.Where(key)
+}
+
+// Where is the file and line of key in the composed pack: the key itself,
+// else the nearest enclosing key that is written, else the pack's file.
+func (pf *PackFile) Where(key string) Origin {
+	for k := key; k != ""; k = parentKey(k) {
+		if o, ok := pf.KeyOrigins[k]; ok {
+			return o
+		}
 	}
-	return Origin{File: pf.Origin.File, Line: line}
+	return pf.Origin
+}
+
+// parentKey drops the last element of a dotted key ("a.b[2]" → "a.b",
+// "a.b" → "a").
+func parentKey(k string) string {
+	if strings.HasSuffix(k, "]") {
+		if i := strings.LastIndexByte(k, '['); i >= 0 {
+			return k[:i]
+		}
+	}
+	if i := strings.LastIndexByte(k, '.'); i >= 0 {
+		return k[:i]
+	}
+	return ""
 }

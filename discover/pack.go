@@ -7,25 +7,60 @@ import (
 
 var (
 	packKeys      = []string{"name", "roles"}
-	packEntryKeys = []string{"model", "effort", "default_modes", "modes_allow", "active", "authority", "boundaries", "escalations"}
+	packEntryKeys = []string{"model", "effort", "default_modes", "modes_allow", "active", "authority", "boundaries", "escalations", "tiers", "skills", "variants"}
 )
 
-// decodePack decodes packs/<stem>.yaml. The returned pack is sealed.
+// decodePack decodes one pack file on its own: no config root (so no
+// ${file:…}), no environment variable allowed and no mixin. The returned
+// pack is sealed.
 func decodePack(path, stem string, data []byte) (*PackFile, *Error) {
-	code := resolve.CodePackInvalid
-	if err := resolve.ValidateName("pack", stem); err != nil {
-		return nil, &Error{Code: code, File: path, Line: 1, Subject: stem, Message: "the file name is not a valid pack name: " + nameMsg(err)}
+	o := newNodeOrigins()
+	src := prepareSource(stem, path, data, &expander{}, o)
+	if src.err != nil {
+		return nil, src.err
 	}
-	d := &ydoc{path: path, code: code}
-	root, err := d.parse(data)
-	if err != nil {
-		err.Subject = stem
-		return nil, err
+	c := &composer{o: o, lookup: func(*packSource, string) *packSource { return nil }}
+	pf, _, err := c.pack(src)
+	return pf, err
+}
+
+// pack composes src with its mixins and decodes the result by the strict
+// rules of a single file; errors name the file and line where the
+// offending text is written, mixins included; an error in a mixin's text
+// says which mixin. layers is the linearization (mixins, then src).
+func (c *composer) pack(src *packSource) (*PackFile, []*packSource, *Error) {
+	root, layers, err := c.compose(src)
+	if err == nil {
+		var pf *PackFile
+		if pf, err = decodePackTree(src.path, src.name, root, c.o); err == nil {
+			return c.finish(pf, layers), layers, nil
+		}
+		err.Subject = src.name
 	}
-	pf := &PackFile{Origin: Origin{File: path}, KeyLines: map[string]int{}}
+	for _, l := range layers {
+		if l != src && l.path == err.File {
+			err = brokenMixin(src, l.name, "", err)
+			break
+		}
+	}
+	return nil, layers, err
+}
+
+func (c *composer) finish(pf *PackFile, layers []*packSource) *PackFile {
+	for _, l := range layers[:len(layers)-1] {
+		pf.Mixins = append(pf.Mixins, l.name)
+	}
+	pf.Files, pf.Placeholders, pf.FilesDigest = composedFiles(layers)
+	return pf
+}
+
+// decodePackTree decodes a composed pack tree (nil for an empty pack).
+func decodePackTree(path, stem string, root *yaml.Node, o *nodeOrigins) (*PackFile, *Error) {
+	d := &ydoc{path: path, code: resolve.CodePackInvalid, origins: o}
+	pf := &PackFile{Origin: Origin{File: path}, KeyOrigins: map[string]Origin{}}
 	pack := resolve.Pack{Name: stem, Roles: map[string]resolve.PackEntry{}}
 	if root != nil {
-		err = d.fields(root, "", packKeys, &pf.Extensions, pf.KeyLines, func(f pair, key string) *Error {
+		err := d.fields(root, "", packKeys, &pf.Extensions, nil, func(f pair, key string) *Error {
 			switch f.key {
 			case "name":
 				n, err := d.str(f.v, key)
@@ -38,9 +73,10 @@ func decodePack(path, stem string, data []byte) (*PackFile, *Error) {
 			}
 		})
 		if err != nil {
-			err.Subject = stem
 			return nil, err
 		}
+		keyOrigins(o, path, root, "", pf.KeyOrigins)
+		pf.masks = expandedValues(o, root)
 	}
 	sealed := pack.Seal()
 	pf.Pack = &sealed
@@ -57,19 +93,22 @@ func (d *ydoc) packRoles(f pair, key string, pack *resolve.Pack, pf *PackFile) *
 		if verr := resolve.ValidateName("role", r.key); verr != nil {
 			return d.errAt(r.k, rkey, "invalid role name: %s", nameMsg(verr))
 		}
-		pf.KeyLines[rkey] = r.k.Line + d.off
 		if r.v.Kind != yaml.MappingNode {
 			return d.errAt(r.v, rkey, "must be a mapping (write {} for an entry with no settings), got %s", describeNode(r.v))
 		}
 		var e resolve.PackEntry
 		var ext map[string]any
-		err := d.fields(r.v, rkey, packEntryKeys, &ext, pf.KeyLines, func(f pair, key string) *Error {
+		err := d.fields(r.v, rkey, packEntryKeys, &ext, nil, func(f pair, key string) *Error {
 			var err *Error
 			switch f.key {
 			case "model":
-				e.Model, err = d.optStr(f.v, key)
+				e.Model, err = d.optIdent(f.v, key)
+			case "tiers":
+				e.Tiers, err = d.tierNames(f.v, key)
+			case "skills":
+				e.Skills, err = d.skillPatterns(f.v, key)
 			case "effort":
-				e.Effort, err = d.optStr(f.v, key)
+				e.Effort, err = d.optIdent(f.v, key)
 			case "default_modes":
 				e.DefaultModes, err = d.names(f.v, key)
 			case "modes_allow":
@@ -82,6 +121,8 @@ func (d *ydoc) packRoles(f pair, key string, pack *resolve.Pack, pf *PackFile) *
 				e.Boundaries, err = d.strs(f.v, key)
 			case "escalations":
 				e.Escalations, err = d.strs(f.v, key)
+			case "variants":
+				e.Variants, err = d.variants(f.v, key)
 			}
 			return err
 		})

@@ -33,6 +33,7 @@ func decodeProfile(path, stem string, data []byte) (*Profile, *Error) {
 		KeyLines:        map[string]int{"body": fm.bodyLine},
 	}
 	if root == nil {
+		p.ExternalProfile = p.ExternalProfile.Seal()
 		return p, nil
 	}
 	ep := &p.ExternalProfile
@@ -62,9 +63,9 @@ func decodeProfile(path, stem string, data []byte) (*Profile, *Error) {
 				ep.BaseRole = &s
 			}
 		case "model":
-			ep.Model, err = d.optStr(f.v, key)
+			ep.Model, err = d.optIdent(f.v, key)
 		case "effort":
-			ep.Effort, err = d.optStr(f.v, key)
+			ep.Effort, err = d.optIdent(f.v, key)
 		case "yolo":
 			ep.Yolo, err = d.optBool(f.v, key)
 		case "bypass":
@@ -91,6 +92,7 @@ func decodeProfile(path, stem string, data []byte) (*Profile, *Error) {
 		err.Subject = stem
 		return nil, err
 	}
+	p.ExternalProfile = p.ExternalProfile.Seal()
 	return p, nil
 }
 

@@ -1,6 +1,7 @@
 package discover
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"log/slog"
@@ -15,6 +16,12 @@ import (
 // Source serves the current snapshot of a config root and replaces it when
 // the files change, without a restart. It is safe for concurrent use.
 //
+// Snapshot is an atomic load and nothing else: change detection runs on
+// the Source's own goroutine (Start), so a task never waits for a sweep
+// or a reload, and a reload that takes long only delays when an edit is
+// seen. Without Start, the snapshot changes only on Reload or
+// ForceReload (one-shot commands and tests).
+//
 // Change detection is a stat sweep, not file notifications: the sweep
 // re-stats every path a Load looked at (rolecall.yaml, packs/, agents/,
 // catalog/, the profile roots, the preamble file), following symlinks
@@ -27,15 +34,16 @@ import (
 // identical to a stat, a sweep also reloads while any file's mtime is
 // within racyWindow of the last load (git's "racily clean" rule); a reload
 // whose digest is unchanged keeps the current snapshot pointer.
+//
+// A reload is incremental: files whose stamp is unchanged are neither
+// read nor decoded again (cache.go), and the result equals a full Load.
 type Source struct {
 	root string
 	opts Options
 	log  *slog.Logger
-	base time.Time // monotonic origin for lastSweep
 
-	cur       atomic.Pointer[Snapshot]
-	err       atomic.Pointer[error]
-	lastSweep atomic.Int64 // nanoseconds since base
+	cur atomic.Pointer[Snapshot]
+	err atomic.Pointer[error]
 
 	mu sync.Mutex // one sweep or load at a time
 	// The last load attempt: its fingerprint, scan paths and start time.
@@ -43,6 +51,12 @@ type Source struct {
 	triedAt    scanPaths
 	triedStart int64
 	triedErr   string
+	cache      *parseCache
+
+	run sync.Mutex // guards stop and done
+	// stop ends the watcher that Start began; done is closed when it has.
+	stop context.CancelFunc
+	done chan struct{}
 }
 
 // racyWindow is how close to a load's start a file's mtime must be for the
@@ -51,14 +65,22 @@ type Source struct {
 // mtime and inode unchanged (git calls these entries "racily clean").
 const racyWindow = 2 * time.Second
 
+// DefaultReloadInterval is the watcher's sweep period when
+// Options.ReloadInterval is 0. Half a second keeps an edit visible within
+// a second even when a sweep or a reload takes a while.
+const DefaultReloadInterval = 500 * time.Millisecond
+
 // NewSource loads root; the first Load must succeed, else its error is
-// returned. log may be nil (nothing is logged then).
+// returned. log may be nil (nothing is logged then). The Source does not
+// watch the files until Start.
 func NewSource(root string, opts Options, log *slog.Logger) (*Source, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Source{root: root, opts: opts, log: log, base: time.Now()}
-	l := load(root)
+	s := &Source{root: root, opts: opts, log: log, cache: newParseCache()}
+	s.cache.begin()
+	l := loadCached(root, nil, opts, s.cache)
+	s.cache.commit()
 	if len(l.errs) > 0 {
 		return nil, l.errs[0]
 	}
@@ -66,26 +88,71 @@ func NewSource(root string, opts Options, log *slog.Logger) (*Source, error) {
 	s.cur.Store(snap)
 	s.tried, s.triedAt, s.triedStart = l.fp, l.scan, l.started
 	s.logLegacy(nil, snap)
-	s.lastSweep.Store(int64(time.Since(s.base)))
+	s.logSkills(nil, snap)
+	s.logBrokenPacks(nil, snap)
 	return s, nil
 }
 
-// Snapshot returns the current snapshot. When ReloadInterval has elapsed
-// since the last sweep it first sweeps (and reloads if something changed);
-// a caller that finds another sweep in progress does not wait for it and
-// gets the current snapshot. Within the interval it is an atomic load.
+// Snapshot returns the current snapshot: an atomic load, never a sweep.
 func (s *Source) Snapshot() *Snapshot {
-	if s.opts.ReloadInterval > 0 {
-		now := int64(time.Since(s.base))
-		if now-s.lastSweep.Load() < int64(s.opts.ReloadInterval) {
-			return s.cur.Load()
-		}
-	}
-	if s.mu.TryLock() {
-		s.reloadLocked(false)
-		s.mu.Unlock()
-	}
 	return s.cur.Load()
+}
+
+// Start begins watching the files on a goroutine of the Source's own: a
+// sweep every ReloadInterval (DefaultReloadInterval when 0), and a reload
+// when it sees a change. It stops when ctx ends or Stop is called. A
+// second Start while one runs does nothing.
+func (s *Source) Start(ctx context.Context) {
+	s.run.Lock()
+	defer s.run.Unlock()
+	if s.done != nil {
+		return
+	}
+	ctx, s.stop = context.WithCancel(ctx)
+	s.done = make(chan struct{})
+	go s.watch(ctx, s.done)
+}
+
+// Stop ends the watcher and waits for a sweep or reload in progress to
+// finish, so nothing touches the files once it returns. It is safe to call
+// without Start, and more than once.
+func (s *Source) Stop() {
+	s.run.Lock()
+	stop, done := s.stop, s.done
+	s.stop, s.done = nil, nil
+	s.run.Unlock()
+	if stop == nil {
+		return
+	}
+	stop()
+	<-done
+}
+
+func (s *Source) watch(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	every := s.opts.ReloadInterval
+	if every <= 0 {
+		every = DefaultReloadInterval
+	}
+	// A timer re-armed after each sweep, not a ticker: a sweep slower than
+	// the interval must not queue the next one behind it.
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		start := time.Now()
+		changed := s.reloadLocked(false)
+		s.mu.Unlock()
+		if changed {
+			s.log.Debug("discover: reload took", "root", s.root, "duration", time.Since(start))
+		}
+		t.Reset(every)
+	}
 }
 
 // Err is the last reload's error: nil when the last load succeeded (or
@@ -109,7 +176,8 @@ func (s *Source) Reload() (changed bool, err error) {
 }
 
 // ForceReload loads the root again whether or not the sweep sees a change
-// (for filesystems whose timestamps are too coarse to show an edit).
+// (for filesystems whose timestamps are too coarse to show an edit). It
+// still reuses files whose stamps are unchanged and old enough.
 func (s *Source) ForceReload() (changed bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -117,15 +185,18 @@ func (s *Source) ForceReload() (changed bool, err error) {
 }
 
 func (s *Source) reloadLocked(force bool) bool {
-	defer func() { s.lastSweep.Store(int64(time.Since(s.base))) }()
 	if !force {
-		fp, newest := sweep(s.root, s.triedAt)
+		memo, at := newScanMemo(), time.Now().UnixNano()
+		fp, newest := sweep(s.root, s.triedAt, memo)
 		racy := newest >= s.triedStart-int64(racyWindow) && newest <= time.Now().UnixNano()+int64(racyWindow)
 		if fp == s.tried && !racy {
 			return false
 		}
+		s.cache.memo, s.cache.memoAt = memo, at
 	}
-	l := load(s.root)
+	s.cache.begin()
+	l := loadCached(s.root, nil, s.opts, s.cache)
+	s.cache.commit()
 	sameFiles := l.fp == s.tried
 	s.tried, s.triedAt, s.triedStart = l.fp, l.scan, l.started
 	if len(l.errs) > 0 {
@@ -155,6 +226,8 @@ func (s *Source) reloadLocked(force bool) bool {
 	s.cur.Store(snap)
 	s.log.Info("discover: configuration reloaded", "root", s.root, "digest", snap.Digest, "previous_digest", prev.Digest)
 	s.logLegacy(prev, snap)
+	s.logSkills(prev, snap)
+	s.logBrokenPacks(prev, snap)
 	return true
 }
 
@@ -176,19 +249,36 @@ func (s *Source) logLegacy(prev, snap *Snapshot) {
 	}
 }
 
-// sweep is the stat-only scan of root that Load also runs, hashed.
-func sweep(root string, sp scanPaths) ([sha256.Size]byte, int64) {
+// logBrokenPacks logs one warning per broken pack that prev did not have
+// broken the same way: the worker serves the other packs, and tasks that
+// select this one fail with its error.
+func (s *Source) logBrokenPacks(prev, snap *Snapshot) {
+	for _, name := range sortedKeys(snap.PackErrors) {
+		e := snap.PackErrors[name]
+		if prev != nil {
+			if old, ok := prev.PackErrors[name]; ok && old.Error() == e.Error() {
+				continue
+			}
+		}
+		s.log.Warn("discover: pack is broken; tasks that select it fail", "pack", name, "code", string(e.Code), "file", e.File, "line", e.Line, "error", e.Error())
+	}
+}
+
+// sweep is the stat-only scan of root that Load also runs, hashed. When
+// memo is not nil it keeps the scan's stats and listings in it.
+func sweep(root string, sp scanPaths, memo *scanMemo) ([sha256.Size]byte, int64) {
 	r, err := os.OpenRoot(root)
 	if err != nil {
 		return fingerprint([]stamp{{kind: 'e', err: err.Error()}})
 	}
 	defer r.Close()
 	t := tree{root: r}
-	var sc scanner
+	sc := scanner{save: memo, stamps: make([]stamp, 0, sp.stamps)}
 	sc.scanFixed(t)
 	conf := sc.scanConfigured(t, sp, ConfigFile, nil)
 	for _, o := range conf.opened {
 		o.Close()
 	}
+	sc.scanSkills(t, sp.sources).close()
 	return fingerprint(sc.stamps)
 }

@@ -45,6 +45,7 @@ func (r *recorder) count(level slog.Level, msg string) int {
 const (
 	msgReloadFailed = "discover: reload failed; keeping the last good snapshot"
 	msgLegacy       = "discover: legacy profile"
+	msgBrokenPack   = "discover: pack is broken; tasks that select it fail"
 )
 
 func newSource(t *testing.T, dir string, interval time.Duration) (*discover.Source, *recorder) {
@@ -60,13 +61,13 @@ func newSource(t *testing.T, dir string, interval time.Duration) (*discover.Sour
 func TestSourceReloadsOnChange(t *testing.T) {
 	dir := copyRoot(t, "full")
 	src, _ := newSource(t, dir, 0)
-	first := src.Snapshot()
-	if again := src.Snapshot(); again != first {
+	first := reloaded(t, src)
+	if again := reloaded(t, src); again != first {
 		t.Fatal("unchanged files gave a new snapshot pointer")
 	}
 
 	writeFile(t, dir, "packs/team.yaml", "roles:\n  architect:\n    model: edited-model\n")
-	second := src.Snapshot()
+	second := reloaded(t, src)
 	if second == first || second.Digest == first.Digest {
 		t.Fatal("an edited pack did not produce a new snapshot")
 	}
@@ -82,14 +83,14 @@ func TestSourceReloadsOnChange(t *testing.T) {
 
 	// A new file in a listed directory is seen too.
 	writeFile(t, dir, "agents/newcomer.md", "---\ndisposition: replacement\n---\nHi.\n")
-	if _, ok := src.Snapshot().Profiles["newcomer"]; !ok {
+	if _, ok := reloaded(t, src).Profiles["newcomer"]; !ok {
 		t.Error("a new profile file was not picked up")
 	}
 	// So is a removed one.
 	if err := os.Remove(filepath.Join(dir, "agents", "newcomer.md")); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := src.Snapshot().Profiles["newcomer"]; ok {
+	if _, ok := reloaded(t, src).Profiles["newcomer"]; ok {
 		t.Error("a removed profile file is still served")
 	}
 }
@@ -97,11 +98,11 @@ func TestSourceReloadsOnChange(t *testing.T) {
 func TestSourceKeepsLastGoodSnapshot(t *testing.T) {
 	dir := copyRoot(t, "full")
 	src, rec := newSource(t, dir, 0)
-	good := src.Snapshot()
+	good := reloaded(t, src)
 
 	writeFile(t, dir, "agents/scribe.md", "---\ndisposition: replacement\ntimeout: true\n---\nBroken.\n")
 	for range 3 {
-		if got := src.Snapshot(); got != good {
+		if got := reloaded(t, src); got != good {
 			t.Fatal("a broken edit replaced the last good snapshot")
 		}
 	}
@@ -119,7 +120,7 @@ func TestSourceKeepsLastGoodSnapshot(t *testing.T) {
 	}
 
 	writeFile(t, dir, "agents/scribe.md", "---\ndisposition: replacement\ntimeout: 30\n---\nFixed.\n")
-	fixed := src.Snapshot()
+	fixed := reloaded(t, src)
 	if src.Err() != nil {
 		t.Errorf("Err() = %v after the fix", src.Err())
 	}
@@ -131,18 +132,18 @@ func TestSourceKeepsLastGoodSnapshot(t *testing.T) {
 func TestSourceRevertToLastGoodKeepsPointer(t *testing.T) {
 	dir := copyRoot(t, "full")
 	src, _ := newSource(t, dir, 0)
-	good := src.Snapshot()
-	orig, err := os.ReadFile(filepath.Join(dir, "packs", "team.yaml"))
+	good := reloaded(t, src)
+	orig, err := os.ReadFile(filepath.Join(dir, "rolecall.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, dir, "packs/team.yaml", "roles: [broken\n")
-	src.Snapshot()
+	writeFile(t, dir, "rolecall.yaml", "defaults: [broken\n")
+	reloaded(t, src)
 	if src.Err() == nil {
-		t.Fatal("broken pack not reported")
+		t.Fatal("broken rolecall.yaml not reported")
 	}
-	writeFile(t, dir, "packs/team.yaml", string(orig))
-	if got := src.Snapshot(); got != good || src.Err() != nil {
+	writeFile(t, dir, "rolecall.yaml", string(orig))
+	if got := reloaded(t, src); got != good || src.Err() != nil {
 		t.Errorf("reverting to the good content: pointer kept %v, Err %v", got == good, src.Err())
 	}
 }
@@ -179,7 +180,7 @@ func TestSourceSeesConfigMapSwap(t *testing.T) {
 	symlink(t, "..v1", packs, "..data")
 	symlink(t, "..data/team.yaml", packs, "team.yaml")
 	src, _ := newSource(t, dir, 0)
-	if got := *src.Snapshot().Packs["team"].Pack.Roles["architect"].Model; got != "v1" {
+	if got := *reloaded(t, src).Packs["team"].Pack.Roles["architect"].Model; got != "v1" {
 		t.Fatalf("model = %q", got)
 	}
 
@@ -188,7 +189,7 @@ func TestSourceSeesConfigMapSwap(t *testing.T) {
 	if err := os.Rename(filepath.Join(packs, "..data_tmp"), filepath.Join(packs, "..data")); err != nil {
 		t.Fatal(err)
 	}
-	if got := *src.Snapshot().Packs["team"].Pack.Roles["architect"].Model; got != "v2" {
+	if got := *reloaded(t, src).Packs["team"].Pack.Roles["architect"].Model; got != "v2" {
 		t.Errorf("after the ..data swap, model = %q, want v2", got)
 	}
 }
@@ -201,26 +202,26 @@ func TestSourceLogsLegacyProfilesOnce(t *testing.T) {
 	}
 	// Many tasks and an unrelated reload do not log it again.
 	for range 5 {
-		s := src.Snapshot()
+		s := reloaded(t, src)
 		if _, err := s.Inputs(discover.Request{Ref: resolve.ExternalRef{Name: "old-bot"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	writeFile(t, dir, "packs/team.yaml", "roles:\n  architect: {}\n")
-	src.Snapshot()
+	reloaded(t, src)
 	if n := rec.count(slog.LevelInfo, msgLegacy); n != 1 {
 		t.Errorf("%d legacy Info records after a reload, want still 1", n)
 	}
 	writeFile(t, dir, "agents/older.md", "---\nmodel: m\n---\nAlso legacy.\n")
-	src.Snapshot()
+	reloaded(t, src)
 	if n := rec.count(slog.LevelInfo, msgLegacy); n != 2 {
 		t.Errorf("%d legacy Info records after adding a legacy profile, want 2", n)
 	}
 }
 
 func TestNewSourceNeedsAGoodFirstLoad(t *testing.T) {
-	_, err := discover.NewSource(copyRoot(t, "pack-unknown-key"), discover.Options{}, nil)
-	if de := asError(t, err); de.Code != resolve.CodePackInvalid {
+	_, err := discover.NewSource(copyRoot(t, "profile-unknown-key"), discover.Options{}, nil)
+	if de := asError(t, err); de.Code != resolve.CodeProfileInvalid {
 		t.Errorf("NewSource on a broken root: %v", err)
 	}
 }
@@ -240,7 +241,7 @@ func TestSourceConcurrentUse(t *testing.T) {
 					return
 				default:
 				}
-				s := src.Snapshot()
+				s := reloaded(t, src)
 				if _, ok := s.Packs["team"]; !ok {
 					t.Error("a snapshot without the team pack was served")
 					return
@@ -258,7 +259,83 @@ func TestSourceConcurrentUse(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	if got := *src.Snapshot().Packs["team"].Pack.Roles["architect"].Model; got != "mt" {
+	if got := *reloaded(t, src).Packs["team"].Pack.Roles["architect"].Model; got != "mt" {
 		t.Errorf("final model = %q, want mt", got)
+	}
+}
+
+// A Source sees the files composition reads: a mixin and a ${file:…}
+// target (even one that did not exist) are inputs like the pack itself.
+func TestSourceReloadsMixinsAndPlaceholderFiles(t *testing.T) {
+	dir := writeRoot(t, files{
+		"packs/base.yaml":       "roles:\n  architect:\n    model: base-one\n",
+		"packs/team.yaml":       "extends: [base]\nroles:\n  architect:\n    authority: [\"${file:prompts/authority.txt}\"]\n",
+		"packs/solo.yaml":       "roles:\n  architect:\n    model: m\n    boundaries: [\"${file:prompts/later.txt}\"]\n",
+		"prompts/authority.txt": "Own the design\n",
+		"rolecall.yaml":         "defaults:\n  effort: ${file:prompts/effort.txt}\n",
+		"prompts/effort.txt":    "low\n",
+	})
+	// Every file is old, and every edit is dated in the past too, so only
+	// a sweep that stats the edited file can see it (no racy-window
+	// reload hides a file the sweep forgot).
+	ageFiles(t, dir, -time.Hour)
+	edits := 0
+	edit := func(rel, content string) {
+		t.Helper()
+		writeFile(t, dir, rel, content)
+		edits++
+		when := time.Now().Add(-30*time.Minute + time.Duration(edits)*time.Second)
+		if err := os.Chtimes(filepath.Join(dir, filepath.FromSlash(rel)), when, when); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, rec := newSource(t, dir, 0)
+	model := func() string {
+		t.Helper()
+		pf, ok := reloaded(t, src).Packs["team"]
+		if !ok {
+			t.Fatalf("team is broken: %v", reloaded(t, src).PackErrors["team"])
+		}
+		return *pf.Pack.Roles["architect"].Model + " / " + pf.Pack.Roles["architect"].Authority[0]
+	}
+	if got := model(); got != "base-one / Own the design" {
+		t.Fatalf("first snapshot: %s", got)
+	}
+	if e := reloaded(t, src).PackErrors["solo"]; e == nil || e.Code != resolve.CodePlaceholderUnresolved {
+		t.Fatalf("solo reads a missing file: %v", e)
+	}
+	if n := rec.count(slog.LevelWarn, msgBrokenPack); n != 1 {
+		t.Errorf("%d broken-pack warnings at start, want 1", n)
+	}
+
+	edit("packs/base.yaml", "roles:\n  architect:\n    model: base-two-edited\n")
+	if got := model(); got != "base-two-edited / Own the design" {
+		t.Errorf("after editing the mixin: %s", got)
+	}
+	edit("prompts/authority.txt", "Own the design and the budget\n")
+	if got := model(); got != "base-two-edited / Own the design and the budget" {
+		t.Errorf("after editing the ${file:…} target: %s", got)
+	}
+	edit("prompts/later.txt", "Stay in scope\n")
+	edit("prompts/effort.txt", "medium\n")
+	if got := *reloaded(t, src).Defaults.Effort; got != "medium" {
+		t.Errorf("after editing rolecall.yaml's ${file:…} target: effort %q", got)
+	}
+	if pf, ok := reloaded(t, src).Packs["solo"]; !ok || pf.Pack.Roles["architect"].Boundaries[0] != "Stay in scope" {
+		t.Errorf("creating the missing target did not mend solo: %v", reloaded(t, src).PackErrors["solo"])
+	}
+
+	// Breaking a mixin breaks what extends it, and only that: a new
+	// snapshot is served, with one warning per newly broken pack.
+	edit("packs/base.yaml", "roles:\n  architect:\n    model: [not, a, string]\n")
+	s := reloaded(t, src)
+	if src.Err() != nil {
+		t.Errorf("Err() = %v: a broken pack is not a failed reload", src.Err())
+	}
+	if s.PackErrors["team"] == nil || s.PackErrors["base"] == nil || s.Packs["solo"] == nil {
+		t.Errorf("after breaking base: errors %v, solo served %v", s.PackErrors, s.Packs["solo"] != nil)
+	}
+	if n := rec.count(slog.LevelWarn, msgBrokenPack); n != 3 {
+		t.Errorf("%d broken-pack warnings, want 3 (solo at start, then base and team)", n)
 	}
 }

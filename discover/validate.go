@@ -10,14 +10,18 @@ import (
 
 // Validate loads everything under root and reports every problem it finds,
 // each with file and line, sorted by file and line; nil means none. Each
-// file is decoded independently, so one broken file does not hide another.
+// file is decoded independently, so one broken file does not hide another,
+// and every broken pack is listed (a pack that extends a broken one too).
 // On top of what Load refuses it checks cross-references:
 //
-//   - every pack × Role of that pack resolves with no task overrides, so
-//     default_modes problems surface as pack_default_invalid and a missing
-//     model as model_unresolved (inactive entries are checked as if active);
-//     a pack entry for a Role not in the catalog is role_unknown, and a
-//     modes_allow entry naming no Mode is mode_unknown;
+//   - every pack × Role of that pack, as composed, resolves with no task
+//     overrides, so default_modes problems surface as pack_default_invalid
+//     and a missing model as model_unresolved (inactive entries are checked
+//     as if active); a pack entry for a Role not in the catalog is
+//     role_unknown, and a modes_allow entry naming no Mode is mode_unknown;
+//   - every variant of every entry the same way, with its set applied, so
+//     a variant that names an unknown Mode is reported at the variant's
+//     file and line;
 //   - every overlay profile's base_role is in the catalog
 //     (overlay_role_missing), a replacement declares none
 //     (replacement_has_base_role), resume_on_timeout has a timeout
@@ -25,18 +29,39 @@ import (
 //     profile_disposition_required when legacy profiles are rejected;
 //   - rolecall.yaml's default_pack exists (pack_not_found) and every
 //     overlays binding names a Role of the catalog and an enabled overlay
-//     profile for that Role.
+//     profile for that Role;
+//   - every tier symbol and every tier of a pack entry's tiers is in the
+//     model catalog and yields a model (tier_unknown, tier_unsupported,
+//     tier_unavailable), every skill pattern of a pack entry matches a
+//     skill and shares none with another of its list (skill_unmatched,
+//     skill_overlap), and the skill sources' problems (source_missing,
+//     skill_duplicate, ...) are listed.
 //
 // Warnings (legacy profiles while they are allowed) are not problems and
-// are not reported; Load returns them in Snapshot.Warnings.
-func Validate(root string) []*Error {
-	l := load(root)
-	v := &validator{l: l, errs: l.errs}
+// are not reported; Load returns them in Snapshot.Warnings. Identical
+// problems are listed once.
+func Validate(root string) []*Error { return ValidateWith(root, Options{}) }
+
+// ValidateWith is Validate with the options of a load (LookupEnv).
+func ValidateWith(root string, opts Options) []*Error { return validateLoaded(load(root, opts)) }
+
+// validateLoaded is Validate of one load (or of a snapshot: Problems).
+func validateLoaded(l *loader) []*Error {
+	v := &validator{l: l, errs: slices.Clone(l.errs)}
+	for _, name := range sortedKeys(l.packErrs) {
+		v.errs = append(v.errs, l.packErrs[name])
+	}
 	v.packs()
 	v.profiles()
 	v.config()
+	v.tiersAndSkills()
+	for i, e := range v.errs {
+		if e.File == l.cfg.Origin.File && e.File != "" {
+			v.errs[i] = l.cfg.masks.mask(e)
+		}
+	}
 	sortErrors(v.errs)
-	return v.errs
+	return slices.CompactFunc(v.errs, func(a, b *Error) bool { return a.Error() == b.Error() })
 }
 
 type validator struct {
@@ -46,6 +71,13 @@ type validator struct {
 
 func (v *validator) add(code resolve.Code, file string, line int, key, subject, format string, args ...any) {
 	v.errs = append(v.errs, &Error{Code: code, File: file, Line: line, Key: key, Subject: subject, Message: fmt.Sprintf(format, args...)})
+}
+
+// addAt reports a problem of pack pf at key, where the composed pack
+// writes it; values that placeholders produced are masked.
+func (v *validator) addAt(pf *PackFile, code resolve.Code, key, subject, format string, args ...any) {
+	at := pf.Where(key)
+	v.errs = append(v.errs, &Error{Code: code, File: at.File, Line: at.Line, Key: key, Subject: subject, Message: pf.masks.apply(fmt.Sprintf(format, args...))})
 }
 
 func (v *validator) packs() {
@@ -58,49 +90,97 @@ func (v *validator) packs() {
 		for _, role := range sortedKeys(pf.Pack.Roles) {
 			entry := pf.Pack.Roles[role]
 			key := "roles." + role
-			file, line := pf.Origin.File, pf.KeyLines[key]
 			if _, ok := l.catalog.Roles[role]; !ok {
 				if !l.brokenRoles[role] {
-					v.add(resolve.CodeRoleUnknown, file, line, key, role, "pack %q has an entry for role %q, which is not in the catalog", name, role)
+					v.addAt(pf, resolve.CodeRoleUnknown, key, role, "pack %q has an entry for role %q, which is not in the catalog", name, role)
 				}
 				continue
 			}
-			if slices.ContainsFunc(entry.DefaultModes, func(m string) bool { return l.brokenModes[m] }) {
-				continue // the Mode's own file is already reported
+			if v.unknownModes(pf, key, entry.DefaultModes, entry.ModesAllow) {
+				continue
 			}
-			for i, m := range entry.ModesAllow {
-				if _, ok := l.catalog.Modes[m]; !ok && !l.brokenModes[m] {
-					k := fmt.Sprintf("%s.modes_allow[%d]", key, i)
-					v.add(resolve.CodeModeUnknown, file, pf.KeyLines[key+".modes_allow"], k, m, "key %q: mode %q is not in the catalog", k, m)
+			base := entry
+			base.Variants = nil
+			if v.check(pf, role, base, key, "") {
+				continue // the variants' checks would repeat the entry's problem
+			}
+			for i, va := range entry.Variants {
+				vkey := fmt.Sprintf("%s.variants[%d]", key, i)
+				if v.unknownModes(pf, vkey+".set", va.Set.DefaultModes, va.Set.ModesAllow) {
+					continue
 				}
-			}
-			pack := pf.Pack
-			if !entry.IsActive() {
-				// Check an inactive entry's defaults too, on a copy.
-				cp := *pf.Pack
-				cp.Roles = map[string]resolve.PackEntry{role: entry}
-				active := true
-				e := entry
-				e.Active = &active
-				cp.Roles[role] = e
-				cp.Digest = ""
-				pack = &cp
-			}
-			_, err := resolve.Resolve(resolve.RoleName(role), resolve.Inputs{
-				Catalog: l.catalog, Pack: pack, PackSelection: resolve.PackFromWorkerDefault,
-				Defaults: l.cfg.Defaults, Policy: resolve.Policy{RejectLegacyProfiles: l.cfg.LegacyProfiles == LegacyReject},
-			})
-			var re *resolve.ResolutionError
-			if errors.As(err, &re) {
-				errLine, errKey := line, key
-				if re.Code == resolve.CodePackDefaultInvalid {
-					errKey = key + ".default_modes"
-					errLine = pf.KeyLines[errKey]
-				}
-				v.add(re.Code, file, errLine, errKey, re.Subject, "%s", re.Message)
+				v.check(pf, role, applyVariant(base, va.Set), key, vkey)
 			}
 		}
 	}
+}
+
+// unknownModes reports modes_allow names outside the catalog (mode_unknown)
+// and says whether a default Mode is in a broken catalog file (whose own
+// problem is already reported, so the entry is not checked further).
+func (v *validator) unknownModes(pf *PackFile, key string, defaults, allow []string) (skip bool) {
+	l := v.l
+	for i, m := range allow {
+		if _, ok := l.catalog.Modes[m]; !ok && !l.brokenModes[m] {
+			k := fmt.Sprintf("%s.modes_allow[%d]", key, i)
+			v.addAt(pf, resolve.CodeModeUnknown, k, m, "key %q: mode %q is not in the catalog", k, m)
+		}
+	}
+	return slices.ContainsFunc(defaults, func(m string) bool { return l.brokenModes[m] })
+}
+
+// check resolves role with entry (as if active) and no task overrides and
+// reports the failure, if any, at the key that causes it: the entry's, or
+// with vkey set the variant's. It says whether there was one.
+func (v *validator) check(pf *PackFile, role string, entry resolve.PackEntry, key, vkey string) bool {
+	l := v.l
+	active := true
+	entry.Active = &active
+	pack := &resolve.Pack{Name: pf.Pack.Name, Roles: map[string]resolve.PackEntry{role: entry}}
+	_, err := resolve.Resolve(resolve.RoleName(role), resolve.Inputs{
+		Catalog: l.catalog, Pack: pack, PackSelection: resolve.PackFromWorkerDefault,
+		Defaults: l.cfg.Defaults, Policy: resolve.Policy{RejectLegacyProfiles: l.cfg.LegacyProfiles == LegacyReject},
+		Models: l.cfg.Models, Skills: l.sk.list,
+	})
+	var re *resolve.ResolutionError
+	if !errors.As(err, &re) {
+		return false
+	}
+	errKey, msg := key, re.Message
+	if re.Code == resolve.CodePackDefaultInvalid {
+		errKey = key + ".default_modes"
+	}
+	if vkey != "" {
+		msg = vkey[len(key)+1:] + ": " + msg
+		errKey = vkey
+		for _, k := range []string{"default_modes", "modes_allow"} {
+			if _, ok := pf.KeyOrigins[vkey+".set."+k]; ok {
+				errKey = vkey + ".set." + k
+				break
+			}
+		}
+	}
+	v.addAt(pf, re.Code, errKey, re.Subject, "%s", msg)
+	return true
+}
+
+// applyVariant is entry with what set sets, as the resolver applies it.
+func applyVariant(e resolve.PackEntry, set resolve.VariantSet) resolve.PackEntry {
+	if set.Effort != nil {
+		e.Effort = set.Effort
+	}
+	for _, f := range []struct {
+		dst *[]string
+		src []string
+	}{
+		{&e.DefaultModes, set.DefaultModes}, {&e.ModesAllow, set.ModesAllow}, {&e.Authority, set.Authority},
+		{&e.Boundaries, set.Boundaries}, {&e.Escalations, set.Escalations}, {&e.Skills, set.Skills},
+	} {
+		if f.src != nil {
+			*f.dst = f.src
+		}
+	}
+	return e
 }
 
 func (v *validator) profiles() {
@@ -139,7 +219,8 @@ func (v *validator) config() {
 	file := cfg.Origin.File
 	if n := cfg.DefaultPack; n != "" {
 		if _, ok := l.packs[n]; !ok && !l.brokenPacks[n] {
-			v.add(resolve.CodePackNotFound, file, cfg.KeyLines["default_pack"], "default_pack", n, "default_pack %q does not exist (known: %s)", n, quoteNames(sortedKeys(l.packs)))
+			msg, _ := unknownPack("default_pack", n, sortedKeys(l.packs))
+			v.add(resolve.CodePackNotFound, file, cfg.KeyLines["default_pack"], "default_pack", n, "%s", msg)
 		}
 	}
 	for _, role := range sortedKeys(cfg.Overlays) {

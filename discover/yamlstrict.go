@@ -25,6 +25,10 @@ type ydoc struct {
 	path string       // display path of the file
 	code resolve.Code // the code of every error from this file
 	off  int          // lines of the file before the YAML text
+	// origins, when set, is a composed tree's record of where its nodes
+	// were written (a pack and its mixins): errors name that file and mask
+	// values that placeholders produced.
+	origins *nodeOrigins
 }
 
 func (d *ydoc) errLine(line int, key, format string, args ...any) *Error {
@@ -40,7 +44,19 @@ func (d *ydoc) errAt(n *yaml.Node, key, format string, args ...any) *Error {
 	if n != nil && n.Line > 0 {
 		line = n.Line + d.off
 	}
-	return d.errLine(line, key, format, args...)
+	if d.origins == nil || n == nil {
+		return d.errLine(line, key, format, args...)
+	}
+	if token, ok := d.origins.expanded[n]; ok {
+		// The value came from a placeholder: the message names the
+		// placeholder and keeps the rule, never the value.
+		format, args = "the value of %s is refused: "+maskVerbs(format), []any{token}
+	}
+	e := d.errLine(line, key, format, args...)
+	if f, ok := d.origins.files[n]; ok {
+		e.File = f
+	}
+	return e
 }
 
 // checkText refuses invalid UTF-8 and control characters other than tab,
@@ -279,14 +295,6 @@ func (d *ydoc) str(n *yaml.Node, key string) (string, *Error) {
 	return n.Value, nil
 }
 
-func (d *ydoc) optStr(n *yaml.Node, key string) (*string, *Error) {
-	s, err := d.str(n, key)
-	if err != nil {
-		return nil, err
-	}
-	return &s, nil
-}
-
 // name decodes a string that must pass resolve.ValidateName.
 func (d *ydoc) name(n *yaml.Node, key string) (string, *Error) {
 	s, err := d.str(n, key)
@@ -501,8 +509,11 @@ func (d *ydoc) rules(n *yaml.Node, key string) (map[string][]string, *Error) {
 	out := make(map[string][]string, len(ps))
 	for _, p := range ps {
 		k := join(key, p.key)
+		if err := d.unsafe(p.k, k, p.key); err != nil {
+			return nil, err
+		}
 		pats, err := d.list(p.v, k, func(n *yaml.Node, key string) (string, *Error) {
-			s, err := d.str(n, key)
+			s, err := d.ident(n, key)
 			if err != nil {
 				return "", err
 			}

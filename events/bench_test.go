@@ -5,29 +5,35 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/rolecall/rolecall/events"
 	"github.com/rolecall/rolecall/resolve"
 )
 
 // The hot path per task is one DecodeTask and one EncodeResolved (or
-// EncodeFailed); the target is well under 20 µs for both together.
+// EncodeFailed). Targets: decoding a task ≤ 12 µs, encoding a 7 KB
+// resolved outcome ≤ 20 µs (go test -bench . -benchmem).
 
-func benchmarkDecodeTask(b *testing.B, binary bool) {
-	h, body, err := events.EncodeTask(testSource, testID, []byte(fullTask), testTP, testTS, binary)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := events.DecodeTask(h, body, events.DecodeOptions{}); err != nil {
-			b.Fatal(err)
-		}
+// BenchmarkDecodeTask decodes fullTask (every member of the task schema)
+// with a W3C trace context, as the bench workload's largest task comes.
+func BenchmarkDecodeTask(b *testing.B) {
+	for _, m := range modes {
+		b.Run(m.name, func(b *testing.B) {
+			h, body, err := events.EncodeTask(testSource, testID, []byte(fullTask), testTP, testTS, m.binary)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := events.DecodeTask(h, body, events.DecodeOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
-
-func BenchmarkDecodeTaskStructured(b *testing.B) { benchmarkDecodeTask(b, false) }
-func BenchmarkDecodeTaskBinary(b *testing.B)     { benchmarkDecodeTask(b, true) }
 
 func BenchmarkDecodeTaskData(b *testing.B) {
 	data := []byte(fullTask)
@@ -40,15 +46,61 @@ func BenchmarkDecodeTaskData(b *testing.B) {
 	}
 }
 
-func BenchmarkEncodeResolved(b *testing.B) {
-	d := resolvedFor(b, fullTask, nil)
-	meta := testMeta("T-42")
+// BenchmarkDecodeTaskManyExtensions is the event of the quadratic
+// extension check: 125,000 extension attributes in 1 MB, which took 26 s
+// of CPU when every name was looked up in a list of those before it. It
+// must decode in well under 50 ms.
+func BenchmarkDecodeTaskManyExtensions(b *testing.B) {
+	body := manyExtensions(125_000)
+	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, _, err := events.EncodeResolved("", meta, d); err != nil {
+		if _, err := events.DecodeTask(structuredHeader(), body, events.DecodeOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkEncodeResolved encodes an outcome of the bench workload's size
+// (largeResolved, about 7 KB).
+func BenchmarkEncodeResolved(b *testing.B) {
+	d := largeResolved(b, "Fix ticket T-1.")
+	meta := testMeta("T-42")
+	var n int
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _, body, err := events.EncodeResolved("", meta, d)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n = len(body)
+	}
+	b.SetBytes(int64(n))
+}
+
+// BenchmarkEncodeResolvedDecision is BenchmarkEncodeResolved with a
+// decision record of 50 inputs, more than one decision lists.
+func BenchmarkEncodeResolvedDecision(b *testing.B) {
+	d := *largeResolved(b, "Fix ticket T-1.")
+	dec := &events.Decision{Config: events.DecisionConfig{Source: "files", Digest: "sha256:" + strings.Repeat("a", 64)},
+		Task: jsontext.Value(fullTask)}
+	for i := range 50 {
+		digest := "sha256:" + strings.Repeat("b", 64)
+		dec.Inputs = append(dec.Inputs, events.DecisionInput{Kind: resolve.InputProfile, Name: fmt.Sprintf("profile-%d", i),
+			Origin: fmt.Sprintf("agents/profile-%d.md", i), Digest: &digest})
+	}
+	d.Decision = dec
+	meta := testMeta("T-42")
+	var n int
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _, body, err := events.EncodeResolved("", meta, &d)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n = len(body)
+	}
+	b.SetBytes(int64(n))
 }
 
 func BenchmarkEncodeFailed(b *testing.B) {
@@ -63,55 +115,14 @@ func BenchmarkEncodeFailed(b *testing.B) {
 	}
 }
 
-// The Append forms write into one reused buffer, as the worker does with
-// its pooled bodies; what remains allocated is headers and subject.
-func BenchmarkAppendResolved(b *testing.B) {
-	d := resolvedFor(b, fullTask, nil)
-	meta := testMeta("T-42")
-	var buf []byte
-	b.ReportAllocs()
-	for b.Loop() {
-		_, _, body, err := events.AppendResolved(buf, "", meta, d)
-		if err != nil {
-			b.Fatal(err)
-		}
-		buf = body
-	}
-	b.SetBytes(int64(len(buf)))
-}
-
-// BenchmarkAppendResolvedLarge is about the size of the bench workload's
-// outcomes (7-8 KB): a 3 KB prompt of prose, quoted twice. As in the
-// worker, successive outcomes hold prompts built anew, equal but for the
-// task's extra prompt at the end.
-func BenchmarkAppendResolvedLarge(b *testing.B) {
-	var ds [2]*events.ResolvedData
-	for i := range ds {
-		ds[i] = largeResolved(b, fmt.Sprintf("Fix ticket T-%d.", i))
-	}
-	meta := testMeta("T-42")
-	var buf []byte
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		i++
-		_, _, body, err := events.AppendResolved(buf, "", meta, ds[i%2])
-		if err != nil {
-			b.Fatal(err)
-		}
-		buf = body
-	}
-	b.SetBytes(int64(len(buf)))
-}
-
-// largeResolved is resolvedFor(fullTask) with a prompt of about 3 KB of
+// largeResolved is resolvedFor(fullTask) with a prompt of about 2.7 KB of
 // prose (a line break every 70-odd bytes, now and then a quote) ending
-// in extra, and a preamble before it in the system message, like the
-// bench workload's.
+// in extra, and a short preamble before it in the system message: an
+// outcome of about 7 KB, like the bench workload's.
 func largeResolved(b testing.TB, extra string) *events.ResolvedData {
 	d := *resolvedFor(b, fullTask, nil)
 	var p strings.Builder
-	for p.Len() < 3000 {
+	for p.Len() < 2500 {
 		p.WriteString("Prefer boring technology that the team already operates. Write every\n")
 		p.WriteString("decision down with the alternatives considered and why they lost. When a\n")
 		p.WriteString("choice is hard to reverse, say so in the first paragraph & name who must\n")
@@ -119,25 +130,8 @@ func largeResolved(b testing.TB, extra string) *events.ResolvedData {
 	}
 	p.WriteString(extra)
 	d.PromptBody = p.String()
-	// The built-in preamble is about 600 bytes.
-	d.SystemMessage = strings.Repeat("You are part of rolecall, a fleet of agents; follow the \"rules\".\n", 9) + "\n" + d.PromptBody
+	d.SystemMessage = strings.Repeat("You are part of rolecall, a fleet of agents; follow the \"rules\".\n", 4) + "\n" + d.PromptBody
 	return &d
-}
-
-func BenchmarkAppendFailed(b *testing.B) {
-	f := &events.FailureData{TaskID: ptr("T-44"), Stage: resolve.StageResolve, Code: resolve.CodeModeConflict,
-		Subject: ptr("slow"), Details: map[string]any{"modes": []string{"fast", "slow"}}, Message: "conflict"}
-	meta := testMeta("T-44")
-	var buf []byte
-	b.ReportAllocs()
-	for b.Loop() {
-		_, _, body, err := events.AppendFailed(buf, "", meta, f)
-		if err != nil {
-			b.Fatal(err)
-		}
-		buf = body
-	}
-	b.SetBytes(int64(len(buf)))
 }
 
 func BenchmarkOutcomeID(b *testing.B) {

@@ -11,10 +11,9 @@ import (
 
 // Incoming is a task event decoded from a JetStream message.
 type Incoming struct {
-	// Event is the envelope. It holds every attribute that could be read
-	// (it is the zero Event only when nothing could); its DataEncoded
-	// aliases the message (the body in binary mode, the data member in
-	// structured mode).
+	// Event is the envelope: every attribute that could be read (the zero
+	// Event when the message is no event). Its DataEncoded aliases the
+	// message (the body, or the data member of a structured one).
 	Event event.Event
 	// ID and Source are the input's id and source, "" when missing or
 	// unusable; with both set, OutcomeID(Source, ID) names its outcome.
@@ -24,48 +23,29 @@ type Incoming struct {
 	Task Task
 	// Ref is the parsed role token (nil on error).
 	Ref resolve.RoleRef
-	// TraceParent and TraceState are the W3C trace context: from the
-	// traceparent/tracestate NATS headers if present, else from the
-	// CloudEvents distributed-tracing extension. They are passed through
-	// unchecked (an invalid traceparent only starts a new trace).
+	// TraceParent and TraceState are the W3C trace context, from the
+	// traceparent/tracestate headers if present, else from the
+	// distributed-tracing extension; unchecked (an invalid traceparent
+	// only starts a new trace).
 	TraceParent, TraceState string
 }
 
-// DecodeTask decodes a dev.rolecall.task.assigned.v1 event in structured
-// or binary content mode (the CloudEvents NATS binding) and then its data
-// (DecodeTaskData). Every error is a *DecodeError: event_invalid when the
-// envelope is not acceptable, task_invalid when the data is not. Even on
-// error the returned Incoming carries ID, Source, the trace context and
-// Task.TaskID when they could be read, so the failure outcome can name
-// the task and keep the trace.
+// DecodeTask decodes a dev.rolecall.task.assigned.v1 event in either
+// content mode of the CloudEvents NATS binding, then its data
+// (DecodeTaskData). Every error is a *DecodeError: event_invalid for the
+// envelope, task_invalid for the data. Even then the Incoming carries ID,
+// Source, the trace context and Task.TaskID when they could be read, so
+// the failure outcome can name the task and keep the trace.
 func DecodeTask(header nats.Header, body []byte, opts DecodeOptions) (Incoming, error) {
-	if inc, ok := decodeTaskFast(header, body, opts); ok {
-		return inc, nil
-	}
-	return decodeTaskSlow(header, body, opts)
-}
-
-// decodeTaskSlow is the original DecodeTask: readEnvelope, check and
-// toEvent, then decodeTaskDataSlow. It decides every message the fast
-// path declines (each failure, and anything unusual), so error values
-// come from one place; the differential tests hold the fast path to it.
-func decodeTaskSlow(header nats.Header, body []byte, opts DecodeOptions) (Incoming, error) {
 	env, err := readEnvelope(header, body)
-	inc := Incoming{}
-	if usable(env.id) {
-		inc.ID = env.id.v
-	}
-	if usable(env.source) {
-		inc.Source = env.source.v
-	}
-	inc.TraceParent, inc.TraceState = env.traceParent, env.traceState
+	inc := Incoming{ID: usable(env.id), Source: usable(env.source), TraceParent: env.traceParent, TraceState: env.traceState}
 	if inc.TraceParent == "" {
 		inc.TraceParent, inc.TraceState = env.extString(ExtTraceParent), env.extString(ExtTraceState)
 	}
 	if err == nil {
-		err = env.check(isTaskType, TypeTaskAssigned)
+		err = env.check(TypeTaskAssigned)
 	}
-	if env.mode != 0 {
+	if env.read {
 		inc.Event = env.toEvent()
 	}
 	if err == nil && !env.hasData {
@@ -77,17 +57,10 @@ func decodeTaskSlow(header nats.Header, body []byte, opts DecodeOptions) (Incomi
 		}
 		return inc, err
 	}
-	task, ref, derr := decodeTaskDataSlow(env.data, opts)
-	inc.Task, inc.Ref = task, ref
-	if derr != nil {
-		return inc, derr
-	}
-	return inc, nil
+	var derr error
+	inc.Task, inc.Ref, derr = DecodeTaskData(env.data, opts)
+	return inc, derr
 }
-
-func isTaskType(t string) bool { return t == TypeTaskAssigned }
-
-func isOutcomeType(t string) bool { return t == TypeSpecResolved || t == TypeSpecFailed }
 
 // DecodeOutcome decodes an outcome event (resolved or failed) in either
 // content mode, for `worker tail`, `submit --wait` and tests. The data is
@@ -95,7 +68,7 @@ func isOutcomeType(t string) bool { return t == TypeSpecResolved || t == TypeSpe
 func DecodeOutcome(header nats.Header, body []byte) (event.Event, error) {
 	env, err := readEnvelope(header, body)
 	if err == nil {
-		err = env.check(isOutcomeType, TypeSpecResolved+" or "+TypeSpecFailed)
+		err = env.check(TypeSpecResolved, TypeSpecFailed)
 	}
 	if err == nil && !env.hasData {
 		err = eventInvalid("data", ReasonMissing, "the outcome event has no data")
@@ -105,8 +78,7 @@ func DecodeOutcome(header nats.Header, body []byte) (event.Event, error) {
 	}
 	env.data = bytes.Clone(env.data)
 	e := env.toEvent()
-	// check is stricter than sdk-go's Validate (the fuzz tests hold it to
-	// that); Validate stays here, off the task hot path, as a backstop.
+	// A backstop, off the task path: check is stricter than Validate.
 	if verr := e.Validate(); verr != nil {
 		return event.Event{}, eventInvalid("", ReasonInvalidValue, "not a valid CloudEvent: %v", verr)
 	}
@@ -117,25 +89,22 @@ func DecodeOutcome(header nats.Header, body []byte) (event.Event, error) {
 // members are ignored so that readers keep working across additive
 // schema changes.
 func DecodeResolvedData(e event.Event) (*ResolvedData, error) {
-	if e.Type() != TypeSpecResolved {
-		return nil, eventInvalid("type", ReasonUnexpectedEventType, "type %s is not %s", printable(e.Type()), TypeSpecResolved)
-	}
-	var d ResolvedData
-	if err := json.Unmarshal(e.DataEncoded, &d); err != nil {
-		return nil, eventInvalid("data", ReasonInvalidValue, "resolved data: %v", err)
-	}
-	return &d, nil
+	return outcomeData[ResolvedData](e, TypeSpecResolved, "resolved")
 }
 
 // DecodeFailureData decodes the data of a failed outcome (lenient, like
 // DecodeResolvedData).
 func DecodeFailureData(e event.Event) (*FailureData, error) {
-	if e.Type() != TypeSpecFailed {
-		return nil, eventInvalid("type", ReasonUnexpectedEventType, "type %s is not %s", printable(e.Type()), TypeSpecFailed)
+	return outcomeData[FailureData](e, TypeSpecFailed, "failure")
+}
+
+func outcomeData[D any](e event.Event, typ, what string) (*D, error) {
+	if e.Type() != typ {
+		return nil, eventInvalid("type", ReasonUnexpectedEventType, "type %s is not %s", printable(e.Type()), typ)
 	}
-	var d FailureData
+	var d D
 	if err := json.Unmarshal(e.DataEncoded, &d); err != nil {
-		return nil, eventInvalid("data", ReasonInvalidValue, "failure data: %v", err)
+		return nil, eventInvalid("data", ReasonInvalidValue, "%s data: %v", what, err)
 	}
 	return &d, nil
 }

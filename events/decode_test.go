@@ -3,6 +3,8 @@ package events_test
 import (
 	"encoding/base64"
 	"errors"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 	"github.com/rolecall/rolecall/events"
+	"github.com/rolecall/rolecall/internal/hostile"
 	"github.com/rolecall/rolecall/resolve"
 )
 
@@ -512,4 +515,134 @@ func TestEncodeTaskShape(t *testing.T) {
 	if _, _, err := events.EncodeTask("", testID, []byte(minimalTask), "", "", true); err == nil {
 		t.Error("EncodeTask accepted an empty source")
 	}
+}
+
+// The first failure in the message is the one reported, whatever kind of
+// problem comes later; a syntax error anywhere, though, makes the whole
+// body not_json, and member problems come before the attribute checks.
+func TestDecodeTaskFirstFailureInMessageOrder(t *testing.T) {
+	const head = `"specversion":"1.0","source":"s","type":"` + events.TypeTaskAssigned + `"`
+	cases := []struct {
+		name, members   string
+		subject, reason string
+	}{
+		{"bad name, then duplicate id", `"Bad":1,"id":"a","id":"b"`, "Bad", events.ReasonInvalidAttributeName},
+		{"duplicate id, then bad name", `"id":"a","id":"b","Bad":1`, "id", events.ReasonDuplicateAttribute},
+		{"duplicate extension, then wrong type", `"id":"a","x":1,"x":2,"subject":7`, "x", events.ReasonDuplicateAttribute},
+		{"wrong type, then duplicate extension", `"id":"a","subject":7,"x":1,"x":2`, "subject", events.ReasonWrongType},
+		{"bad extension value, then bad name", `"id":"a","x":{},"Y":1`, "x", events.ReasonWrongType},
+		{"data_base64 invalid, then data", `"id":"a","data_base64":"***","data":{}`, "data_base64", events.ReasonInvalidValue},
+		{"data_base64 valid, then data", `"id":"a","data_base64":"e30=","data":{}`, "data", events.ReasonDuplicateAttribute},
+		{"data, then data_base64 invalid", `"id":"a","data":{},"data_base64":"***"`, "data_base64", events.ReasonDuplicateAttribute},
+		{"member problem before a failing check", `"id":"a","time":"yesterday","x":[],"data":{}`, "x", events.ReasonWrongType},
+		{"member problems, then a syntax error", `"Bad":1,"id":"a","id":"b",`, "", events.ReasonNotJSON},
+		{"extension control character after one too long", `"id":"a","a":"` + strings.Repeat("x", events.MaxAttributeBytes+1) + `","b":"\n","data":{}`, "a", events.ReasonTooLarge},
+		{"extension too long after one with a control character", `"id":"a","b":"\n","a":"` + strings.Repeat("x", events.MaxAttributeBytes+1) + `","data":{}`, "b", events.ReasonInvalidValue},
+		{"an invalid UTF-8 member name", "\"id\":\"a\",\"b\xff\":1,\"Bad\":2", strconv.Quote("\"b\ufffd\""), events.ReasonInvalidAttributeName},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := events.DecodeTask(structuredHeader(), []byte("{"+head+","+tc.members+"}"), events.DecodeOptions{})
+			wantDecodeError(t, err, resolve.CodeEventInvalid, tc.subject, tc.reason)
+		})
+	}
+}
+
+// The message of a not_json failure does not depend on what was decoded
+// before (a reused decoder once dropped a member name from a later syntax
+// error's JSON pointer; the fuzz target found it).
+func TestDecodeTaskNotJSONMessageStable(t *testing.T) {
+	good, goodBody := encode(t, fullTask, false)
+	bad := []byte(`{"specversion":"1.0","id":"1","source":"n","type":"` + events.TypeTaskAssigned + `","data":{  "modes":["remortem"],` +
+		` "overrides":{  "model":"opus-4-1",` + "\n" + `    "effort":"",` + "\n" + `    "extra_prompt":"t short.",` + "\n" + `    "tools":[true` + "\n" + `  }` + "\n" + `}}`)
+	for range 3 {
+		if _, err := events.DecodeTask(good, goodBody, events.DecodeOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := events.DecodeTask(nil, bad, events.DecodeOptions{})
+		wantDecodeError(t, err, resolve.CodeEventInvalid, "", events.ReasonNotJSON)
+		if !strings.Contains(err.Error(), `within "/data/overrides/tools"`) {
+			t.Fatalf("message %q does not name /data/overrides/tools", err)
+		}
+	}
+}
+
+// TestDecodeTaskHostileCorpus decodes the hostile corpus (testdata/hostile,
+// which ./reliability also sends to a real worker): each entry gives the
+// decode failure its manifest names, with its subject and task id, and
+// the entries expected to resolve or to fail later decode.
+func TestDecodeTaskHostileCorpus(t *testing.T) {
+	corpus := hostile.Load(t, filepath.Join("..", "testdata", "hostile", "events"))
+	if len(corpus) < 10 {
+		t.Fatalf("corpus has %d entries", len(corpus))
+	}
+	for _, e := range corpus {
+		t.Run(e.Name, func(t *testing.T) {
+			h, body := e.Message(t, "reliability")
+			inc, err := events.DecodeTask(h, body, events.DecodeOptions{})
+			code := resolve.Code(e.Code)
+			if e.Expect == "resolved" || code != resolve.CodeEventInvalid && code != resolve.CodeTaskInvalid {
+				if err != nil {
+					t.Fatalf("%s: %v", e.Why, err)
+				}
+				return
+			}
+			var de *events.DecodeError
+			if !errors.As(err, &de) || de.Code != code || de.Reason() != e.Reason || e.Subject != nil && de.Subject != *e.Subject {
+				t.Fatalf("%s: error %v, want %s/%s", e.Why, err, e.Code, e.Reason)
+			}
+			if want := ""; e.TaskID != nil && *e.TaskID != inc.Task.TaskID || e.TaskID == nil && inc.Task.TaskID != want {
+				t.Errorf("task id %q, want %v", inc.Task.TaskID, e.TaskID)
+			}
+		})
+	}
+}
+
+// manyExtensions is a valid structured task event with n extension
+// attributes ("x" and their number in base 36, each "name":1), extra
+// members appended: about 1.3 MB for 125,000.
+func manyExtensions(n int, extra ...string) []byte {
+	b := []byte(`{"specversion":"1.0","id":"` + testID + `","source":"` + testSource + `","type":"` + events.TypeTaskAssigned + `","data":` + minimalTask)
+	for i := range n {
+		b = append(b, `,"x`...)
+		b = strconv.AppendInt(b, int64(i), 36)
+		b = append(b, `":1`...)
+	}
+	for _, m := range extra {
+		b = append(append(b, ','), m...)
+	}
+	return append(b, '}')
+}
+
+// An event with 125,000 extension attributes gets its typed result (the
+// check for repeated names once took 26 s of CPU on it; the benchmark
+// BenchmarkDecodeTaskManyExtensions times it).
+func TestDecodeTaskManyExtensions(t *testing.T) {
+	const n = 125_000
+	inc, err := events.DecodeTask(structuredHeader(), manyExtensions(n), events.DecodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := "x" + strconv.FormatInt(n-1, 36)
+	if ext := inc.Event.Extensions(); len(ext) != n || ext[last] != int32(1) || inc.Task.TaskID != "T-1" {
+		t.Errorf("%d extensions, %s = %v, task %q", len(ext), last, ext[last], inc.Task.TaskID)
+	}
+	_, err = events.DecodeTask(structuredHeader(), manyExtensions(n, `"x0":2`), events.DecodeOptions{})
+	wantDecodeError(t, err, resolve.CodeEventInvalid, "x0", events.ReasonDuplicateAttribute)
+	_, err = events.DecodeTask(structuredHeader(), manyExtensions(n, `"zzzz":{}`), events.DecodeOptions{})
+	wantDecodeError(t, err, resolve.CodeEventInvalid, "zzzz", events.ReasonWrongType)
+	_, err = events.DecodeTask(structuredHeader(), manyExtensions(n, `"zzzz":"a\u0000"`), events.DecodeOptions{})
+	wantDecodeError(t, err, resolve.CodeEventInvalid, "zzzz", events.ReasonInvalidValue)
+
+	h := binaryHeader(nil)
+	for i := range n {
+		h["ce-x"+strconv.FormatInt(int64(i), 36)] = []string{"1"}
+	}
+	inc, err = events.DecodeTask(h, []byte(minimalTask), events.DecodeOptions{})
+	if err != nil || len(inc.Event.Extensions()) != n {
+		t.Fatalf("binary: %v, %d extensions", err, len(inc.Event.Extensions()))
+	}
+	h["Ce-X0"] = []string{"2"}
+	_, err = events.DecodeTask(h, []byte(minimalTask), events.DecodeOptions{})
+	wantDecodeError(t, err, resolve.CodeEventInvalid, "ce-x0", events.ReasonDuplicateAttribute)
 }

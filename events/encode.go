@@ -2,14 +2,16 @@ package events
 
 import (
 	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/cloudevents/sdk-go/v2/types"
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/nats-io/nats.go"
@@ -37,7 +39,7 @@ const (
 // TasksSubject is the subject a task is published on: <prefix>.tasks.<name>.
 // Workers consume <prefix>.tasks.> and ignore the rest of the subject.
 func TasksSubject(prefix, name string) string {
-	return orDefault(prefix, DefaultPrefix) + ".tasks." + name
+	return cmp.Or(prefix, DefaultPrefix) + ".tasks." + name
 }
 
 // ResolvedSubject is <prefix>.specs.resolved.<role token with ':' → '_'>,
@@ -45,34 +47,25 @@ func TasksSubject(prefix, name string) string {
 // must be a valid role token (resolve.ParseRoleToken), which keeps the
 // subject free of '.', '*', '>' and spaces.
 func ResolvedSubject(prefix, roleToken string) string {
-	return orDefault(prefix, DefaultPrefix) + ".specs.resolved." + strings.ReplaceAll(roleToken, ":", "_")
+	return cmp.Or(prefix, DefaultPrefix) + ".specs.resolved." + strings.ReplaceAll(roleToken, ":", "_")
 }
 
 // FailedSubject is <prefix>.specs.failed.<code>.
 func FailedSubject(prefix string, code resolve.Code) string {
-	return orDefault(prefix, DefaultPrefix) + ".specs.failed." + string(code)
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
+	return cmp.Or(prefix, DefaultPrefix) + ".specs.failed." + string(code)
 }
 
 // ValidateSource checks that s can be an event source as written: a
-// non-empty URI-reference without control characters that sdk-go's
-// URI-reference type reproduces verbatim ("rolecall", "urn:rolecall:fleet-a",
-// "https://example.com/fleet" are; "my fleet" is not, it would be
-// re-encoded as "my%20fleet"). Check a configured fleet source with it
-// at start: an outcome that cannot be encoded cannot be published.
+// URI-reference without control characters that sdk-go reproduces
+// verbatim ("urn:rolecall:fleet-a" is; "my fleet" would become
+// "my%20fleet"). Check a fleet source with it at start: an outcome that
+// cannot be encoded cannot be published.
 func ValidateSource(s string) error {
 	if s == "" || controlIndex(s) >= 0 {
 		return fmt.Errorf("events: source %s must be non-empty and free of control characters", printable(s))
 	}
-	e := event.New()
-	e.SetSource(s)
-	if len(e.FieldErrors) > 0 || e.Source() != s {
+	// What sdk-go's Event.SetSource parses, and its Source gives back.
+	if u := types.ParseURIRef(s); u == nil || u.String() != s {
 		return fmt.Errorf("events: source %s is not a URI-reference in canonical form", printable(s))
 	}
 	return nil
@@ -94,51 +87,15 @@ type OutcomeMeta struct {
 	// TraceParent/TraceState are set as the distributed-tracing extension
 	// and as the lowercase traceparent/tracestate headers.
 	TraceParent, TraceState string
-	// Time is the event time; the zero time omits the attribute. The
-	// caller supplies it so that encoding stays clock-free.
+	// Time is the event time (the zero time omits it), given so that
+	// encoding stays clock-free.
 	Time time.Time
 	// DataSchemaBase prefixes the schema file name in dataschema; ""
 	// means DefaultDataSchemaBase.
 	DataSchemaBase string
-	// Fixed, when not nil, keeps the encoding of a resolved outcome's
-	// fixed fields (see FixedFields) for the next outcome of the same plan.
-	Fixed *FixedFields
-}
-
-// FixedFields holds the encoded form of the resolved fields that are the
-// same in every result of one resolve.Plan: all but the task id, the
-// prompt body, the prompt overlays, the system message and the inputs
-// digest (Plan.Resolve changes only the prompt's last block). The first
-// AppendResolved given it fills it; later ones copy its bytes instead of
-// encoding those fields again. The caller guarantees that every outcome
-// encoded with one FixedFields comes from one plan. Its zero value is
-// ready to use; it serves one goroutine at a time.
-type FixedFields struct {
-	// parts[0] is from ,"identity": through the prompt_disposition
-	// value (fixedHead); parts[1] from ,"grant_role_emissions": through
-	// the diagnostics (fixedMid).
-	parts  [2][]byte
-	filled bool
-}
-
-// validatedSources caches ValidateSource for the few sources a process
-// uses (its fleet name), keeping sdk-go's URI parsing off the hot path.
-var (
-	validatedSources sync.Map
-	validatedCount   atomic.Int32
-)
-
-func validateSourceCached(s string) error {
-	if _, ok := validatedSources.Load(s); ok {
-		return nil
-	}
-	if err := ValidateSource(s); err != nil {
-		return err
-	}
-	if validatedCount.Add(1) <= 64 {
-		validatedSources.Store(s, struct{}{})
-	}
-	return nil
+	// WorkerVersion is recorded in the data's decision record, whose id
+	// the encoder sets to ID: the record then always names its outcome.
+	WorkerVersion string
 }
 
 // dataOptions encode outcome data: map keys sorted (stable bytes for
@@ -155,81 +112,35 @@ var dataOptions = json.JoinOptions(
 // data application/json). Headers carry content-type, Nats-Msg-Id =
 // meta.ID and traceparent/tracestate when set.
 func EncodeResolved(prefix string, meta OutcomeMeta, data *ResolvedData) (string, nats.Header, []byte, error) {
-	return AppendResolved(nil, prefix, meta, data)
-}
-
-// AppendResolved is EncodeResolved with the body appended to dst[:0]: it
-// reuses dst's array when that is large enough, so a publisher can pool
-// body buffers (the worker returns one when its PubAck has come). A nil
-// dst allocates the body, as EncodeResolved does.
-func AppendResolved(dst []byte, prefix string, meta OutcomeMeta, data *ResolvedData) (string, nats.Header, []byte, error) {
-	return appendResolved(dst, prefix, meta, data, fastBody)
-}
-
-// bodyEncoder chooses how encodeOutcome writes the body.
-type bodyEncoder uint8
-
-const (
-	// fastBody: the hand-written encoder, the reflection one for what it
-	// defers.
-	fastBody bodyEncoder = iota
-	// reflectBody: the reflection encoder only (the tests' reference).
-	reflectBody
-	// fastBodyOnly: the hand-written encoder only; errFastDeferred where
-	// it defers (tests check when it does).
-	fastBodyOnly
-)
-
-// appendResolved is AppendResolved with a choice of body encoder.
-func appendResolved(dst []byte, prefix string, meta OutcomeMeta, data *ResolvedData, enc bodyEncoder) (string, nats.Header, []byte, error) {
 	if data == nil {
 		return "", nil, nil, errors.New("events: EncodeResolved: nil data")
 	}
-	// The checks of resolve.ParseRoleToken on the token kind:name, without
-	// building the token unless it is reported.
-	name, external := data.Identity.Name, data.Identity.Kind == resolve.IdentityExternal
-	rest := name
-	if !external {
-		rest = strings.TrimPrefix(name, resolve.ExternalPrefix)
+	token := data.Identity.Name
+	if data.Identity.Kind == resolve.IdentityExternal {
+		token = resolve.ExternalPrefix + token
 	}
-	if err := resolve.ValidateName("role", rest); err != nil {
-		token := name
-		if external {
-			token = resolve.ExternalPrefix + name
-		}
+	if _, err := resolve.ParseRoleToken(token); err != nil {
 		return "", nil, nil, fmt.Errorf("events: EncodeResolved: identity %q is not a role token: %w", token, err)
 	}
 	if meta.TaskID == "" {
 		meta.TaskID = data.TaskID
 	}
-	h, body, err := encodeOutcome(dst, TypeSpecResolved, SchemaResolved, meta, data, enc)
+	if data.Decision != nil {
+		d := *data
+		d.Decision = stamp(data.Decision, meta)
+		data = &d
+	}
+	h, body, err := encodeOutcome(TypeSpecResolved, SchemaResolved, meta, data)
 	if err != nil {
 		return "", nil, nil, err
 	}
-	var subject string
-	if external {
-		// A valid name has no ':' to replace: ResolvedSubject in one step.
-		subject = orDefault(prefix, DefaultPrefix) + ".specs.resolved.external_" + name
-	} else {
-		subject = ResolvedSubject(prefix, name)
-	}
-	return subject, h, body, nil
+	return ResolvedSubject(prefix, token), h, body, nil
 }
 
 // EncodeFailed encodes a failure outcome like EncodeResolved. A nil
 // Details is encoded as {} and an empty Stage as Code.Stage(); data is
 // not modified.
 func EncodeFailed(prefix string, meta OutcomeMeta, data *FailureData) (string, nats.Header, []byte, error) {
-	return AppendFailed(nil, prefix, meta, data)
-}
-
-// AppendFailed is EncodeFailed with the body appended to dst[:0], like
-// AppendResolved.
-func AppendFailed(dst []byte, prefix string, meta OutcomeMeta, data *FailureData) (string, nats.Header, []byte, error) {
-	return appendFailed(dst, prefix, meta, data, fastBody)
-}
-
-func appendFailed(dst []byte, prefix string, meta OutcomeMeta, data *FailureData, enc bodyEncoder) (string, nats.Header, []byte, error) {
 	if data == nil {
 		return "", nil, nil, errors.New("events: EncodeFailed: nil data")
 	}
@@ -239,111 +150,75 @@ func appendFailed(dst []byte, prefix string, meta OutcomeMeta, data *FailureData
 	if meta.TaskID == "" && data.TaskID != nil {
 		meta.TaskID = *data.TaskID
 	}
-	h, body, err := encodeOutcome(dst, TypeSpecFailed, SchemaFailed, meta, data, enc)
+	d := *data
+	if d.Details == nil {
+		d.Details = map[string]any{}
+	}
+	if d.Stage == "" {
+		d.Stage = d.Code.Stage()
+	}
+	if d.Decision != nil {
+		d.Decision = stamp(d.Decision, meta)
+	}
+	h, body, err := encodeOutcome(TypeSpecFailed, SchemaFailed, meta, &d)
 	if err != nil {
 		return "", nil, nil, err
 	}
 	return FailedSubject(prefix, data.Code), h, body, nil
 }
 
-// noDetails stands in for nil Details; it is only ever read.
-var noDetails = map[string]any{}
-
-// normalizedFailure is d as a failure outcome carries it: nil Details as
-// {}, an empty Stage as Code.Stage(). The hand-written encoder applies
-// the same rules as it writes, without the copy.
-func normalizedFailure(d *FailureData) *FailureData {
-	c := *d
-	if c.Details == nil {
-		c.Details = noDetails
+// stamp is a copy of dec naming the outcome meta describes.
+func stamp(dec *Decision, meta OutcomeMeta) *Decision {
+	c := *dec
+	c.ID, c.WorkerVersion = meta.ID, cmp.Or(meta.WorkerVersion, DefaultWorkerVersion)
+	if c.Inputs == nil {
+		c.Inputs = []DecisionInput{}
 	}
-	if c.Stage == "" {
-		c.Stage = c.Code.Stage()
+	if c.Task == nil {
+		c.Task = jsontext.Value("null")
 	}
 	return &c
 }
 
+// DefaultWorkerVersion is recorded when an encoder is given no version.
+const DefaultWorkerVersion = "0.0.0-dev"
+
 // validCode keeps a code usable as one subject token.
 func validCode(c resolve.Code) bool {
-	if c == "" {
-		return false
-	}
-	for i := 0; i < len(c); i++ {
-		if ch := c[i]; !(ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9' || ch == '_') {
-			return false
-		}
-	}
-	return true
+	return c != "" && !strings.ContainsFunc(string(c), func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') })
 }
 
-func encodeOutcome(dst []byte, typ, schema string, meta OutcomeMeta, data any, enc bodyEncoder) (nats.Header, []byte, error) {
+func encodeOutcome(typ, schema string, meta OutcomeMeta, data any) (nats.Header, []byte, error) {
 	if meta.ID == "" || controlIndex(meta.ID) >= 0 {
 		return nil, nil, errors.New("events: outcome id is required (without control characters)")
 	}
-	source := orDefault(meta.Source, DefaultSource)
-	if err := validateSourceCached(source); err != nil {
+	source := cmp.Or(meta.Source, DefaultSource)
+	if err := ValidateSource(source); err != nil {
 		return nil, nil, err
 	}
-	ev := outEvent{
-		id: meta.ID, source: source, typ: typ, subject: meta.TaskID,
-		dataSchema: orDefault(meta.DataSchemaBase, DefaultDataSchemaBase), schemaFile: schema, time: meta.Time,
-		causationID: meta.CausationID, taskID: meta.TaskID,
-		traceParent: meta.TraceParent, traceState: meta.TraceState,
-		fixed: meta.Fixed,
+	ev := jsonEvent{
+		eventAttrs: eventAttrs{SpecVersion: SpecVersion, ID: meta.ID, Source: source, Type: typ, Subject: meta.TaskID,
+			DataContentType: ContentTypeJSON, DataSchema: cmp.Or(meta.DataSchemaBase, DefaultDataSchemaBase) + schema},
+		Data:      data,
+		eventExts: eventExts{CausationID: meta.CausationID, TaskID: meta.TaskID},
 	}
-	if meta.TraceParent == "" {
-		ev.traceState = ""
+	if !meta.Time.IsZero() {
+		ev.Time = meta.Time.UTC().Format(time.RFC3339Nano)
 	}
-	var body []byte
-	ok := false
-	if enc != reflectBody {
-		b := dst
-		if n := outcomeSizeHint(&ev, data); cap(b) < n {
-			b = make([]byte, 0, n)
-		}
-		if body, ok = ev.appendFast(b, data); !ok && enc == fastBodyOnly {
-			return nil, nil, errFastDeferred
-		}
-	}
-	if !ok {
-		// Whatever the hand-written encoder gives up on, the reflection
-		// encoder decides, errors included.
-		switch d := data.(type) {
-		case *FailureData:
-			data = normalizedFailure(d)
-		case *ResolvedData:
-			data = d.Complete()
-		}
-		var err error
-		if body, err = ev.appendTo(dst, data); err != nil {
-			return nil, nil, err
-		}
-	}
-	return outcomeHeader(meta), body, nil
-}
-
-// outcomeHeader builds the headers with one array behind all values
-// (each a full slice of its own element, so appending to one copies).
-func outcomeHeader(meta OutcomeMeta) nats.Header {
-	vals := make([]string, 4)
-	h := make(nats.Header, 4)
-	vals[0], vals[1] = ContentTypeCloudEventsJSON, meta.ID
-	h[HeaderContentType] = vals[0:1:1]
-	h[HeaderMsgID] = vals[1:2:2]
+	h := nats.Header{HeaderContentType: {ContentTypeCloudEventsJSON}, HeaderMsgID: {meta.ID}}
 	if meta.TraceParent != "" {
-		vals[2] = meta.TraceParent
-		h[HeaderTraceParent] = vals[2:3:3]
-		if meta.TraceState != "" {
-			vals[3] = meta.TraceState
-			h[HeaderTraceState] = vals[3:4:4]
-		}
+		ev.TraceParent, ev.TraceState = meta.TraceParent, meta.TraceState
+		setTraceHeaders(h, meta.TraceParent, meta.TraceState)
 	}
-	return h
+	body, err := json.Marshal(&ev, dataOptions)
+	if err != nil {
+		return nil, nil, fmt.Errorf("events: encode %s event: %w", typ, err)
+	}
+	return h, body, nil
 }
 
-// setTraceHeaders writes the lowercase W3C names directly: nats.Header is
-// case-sensitive and its Set does not canonicalize, but a propagator's
-// carrier might.
+// setTraceHeaders writes the lowercase W3C names directly, as a
+// propagator's carrier might canonicalize them.
 func setTraceHeaders(h nats.Header, traceParent, traceState string) {
 	if traceParent == "" {
 		return
@@ -354,12 +229,11 @@ func setTraceHeaders(h nats.Header, traceParent, traceState string) {
 	}
 }
 
-// EncodeTask builds a task event (for `worker submit` and tests) with
-// datacontenttype application/json. data must be syntactically valid JSON
-// but is otherwise not checked, so tests can send invalid tasks. In
-// structured mode the body is the JSON event format; in binary mode every
-// attribute is a percent-encoded ce- header and the body is data. The trace
-// context, when given, is set both as headers and as the extension.
+// EncodeTask builds a task event (for `worker submit` and tests) in
+// either content mode, with datacontenttype application/json and the
+// trace context, when given, as headers and as the extension. data must
+// be valid JSON but is otherwise not checked, so tests can send invalid
+// tasks.
 func EncodeTask(source, id string, data []byte, traceParent, traceState string, binary bool) (nats.Header, []byte, error) {
 	if id == "" || controlIndex(id) >= 0 || strings.TrimSpace(id) != id {
 		// sdk-go trims the id it is given; refuse rather than change it.
@@ -374,28 +248,32 @@ func EncodeTask(source, id string, data []byte, traceParent, traceState string, 
 	h := nats.Header{}
 	setTraceHeaders(h, traceParent, traceState)
 	if binary {
-		set := func(name, v string) { h[ceHeaderPrefix+name] = []string{encodeHeaderValue(v)} }
-		set("specversion", SpecVersion)
-		set("id", id)
-		set("source", source)
-		set("type", TypeTaskAssigned)
-		set("datacontenttype", ContentTypeJSON)
-		if traceParent != "" {
-			set(ExtTraceParent, traceParent)
-			if traceState != "" {
-				set(ExtTraceState, traceState)
+		for _, a := range [][2]string{{"specversion", SpecVersion}, {"id", id}, {"source", source}, {"type", TypeTaskAssigned},
+			{"datacontenttype", ContentTypeJSON}, {ExtTraceParent, traceParent}, {ExtTraceState, traceState}} {
+			if a[1] != "" && (a[0] != ExtTraceState || traceParent != "") {
+				h[ceHeaderPrefix+a[0]] = []string{encodeHeaderValue(a[1])}
 			}
 		}
 		return h, bytes.Clone(data), nil
 	}
-	ev := outEvent{id: id, source: source, typ: TypeTaskAssigned, traceParent: traceParent, traceState: traceState}
-	if traceParent == "" {
-		ev.traceState = ""
+	// The data goes in as given, between the members marshaled before and
+	// after it: the library's encoder would reformat it and replace
+	// invalid UTF-8.
+	attrs := eventAttrs{SpecVersion: SpecVersion, ID: id, Source: source, Type: TypeTaskAssigned, DataContentType: ContentTypeJSON}
+	exts := eventExts{TraceParent: traceParent}
+	if traceParent != "" {
+		exts.TraceState = traceState
 	}
-	body, err := ev.write(jsontext.Value(data))
-	if err != nil {
-		return nil, nil, err
+	head, err1 := json.Marshal(&attrs)
+	tail, err2 := json.Marshal(&exts)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, nil, fmt.Errorf("events: EncodeTask: %w", err)
 	}
+	body := append(append(head[:len(head)-1], `,"data":`...), data...)
+	if len(tail) > len("{}") {
+		body = append(body, ',')
+	}
+	body = append(body, tail[1:]...)
 	h[HeaderContentType] = []string{ContentTypeCloudEventsJSON}
 	return h, body, nil
 }
@@ -404,4 +282,39 @@ func EncodeTask(source, id string, data []byte, traceParent, traceState string, 
 // keys, nil as null); extra options such as indentation may be added.
 func MarshalData(v any, opts ...json.Options) ([]byte, error) {
 	return json.Marshal(v, append([]json.Options{dataOptions}, opts...)...)
+}
+
+// OutcomeIDPrefix starts every outcome id.
+const OutcomeIDPrefix = "rc-"
+
+// OutcomeID is the id of every outcome of the input event (source, id):
+//
+//	"rc-" + hex(sha256(source + "\x00" + id))[:32]
+//
+// It depends on nothing but the input's CloudEvents identity, so every
+// worker and every redelivery computes the same id. It is also the
+// outcome's Nats-Msg-Id: whichever outcome of one input is published
+// first stands and JetStream drops the others inside the duplicate window.
+// CloudEvents attribute values cannot hold NUL, so the separator is
+// unambiguous. Both arguments must be non-empty; use OutcomeIDForSequence
+// for an input without a usable source or id.
+func OutcomeID(inputSource, inputID string) string {
+	return hashID(inputSource + "\x00" + inputID)
+}
+
+// OutcomeIDForSequence is the outcome id of an input whose source or id
+// cannot be read, derived from its place in the tasks stream:
+//
+//	"rc-" + hex(sha256("\x00seq\x00" + stream + "\x00" + decimal(seq)))[:32]
+//
+// The leading NUL keeps it apart from every OutcomeID (a source is never
+// empty and never holds NUL). The stream sequence of a message does not
+// change across redeliveries, so this id is as stable as OutcomeID.
+func OutcomeIDForSequence(stream string, seq uint64) string {
+	return hashID("\x00seq\x00" + stream + "\x00" + strconv.FormatUint(seq, 10))
+}
+
+func hashID(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return OutcomeIDPrefix + hex.EncodeToString(sum[:16])
 }

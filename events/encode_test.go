@@ -3,12 +3,15 @@ package events_test
 import (
 	"bytes"
 	"flag"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cloudevents/sdk-go/v2/binding/format"
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -16,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go"
 	"github.com/rolecall/rolecall/events"
+	"github.com/rolecall/rolecall/internal/schematest"
 	"github.com/rolecall/rolecall/materialize"
 	"github.com/rolecall/rolecall/resolve"
 )
@@ -206,7 +210,7 @@ func TestOutcomesMatchSchemas(t *testing.T) {
 			if schema != want {
 				t.Fatalf("dataschema %q, want base + %s", e.DataSchema(), want)
 			}
-			if err := events.Validate(schema, e.Data()); err != nil {
+			if err := schematest.Validate(schema, e.Data()); err != nil {
 				t.Errorf("data does not match %s: %v\n%s", schema, err, e.Data())
 			}
 		})
@@ -403,4 +407,236 @@ func TestStructuredBodiesMatchSDK(t *testing.T) {
 			t.Errorf("%s: differs from sdk-go's rendering (-sdk +ours):\n%s", name, diff)
 		}
 	}
+}
+
+// checkOutcome encodes d and, when the encoder accepts it, checks what a
+// reader gets back: a valid JSON body that DecodeOutcome reads as the
+// event meta describes, carrying exactly d's encoding as its data, which
+// decodes to d again (open mappings, whose numbers come back as float64,
+// are compared as encoded). It returns the encoder's error.
+func checkOutcome[D *events.ResolvedData | *events.FailureData](t *testing.T, meta events.OutcomeMeta, d D) error {
+	t.Helper()
+	var (
+		h    nats.Header
+		body []byte
+		err  error
+	)
+	switch d := any(d).(type) {
+	case *events.ResolvedData:
+		_, h, body, err = events.EncodeResolved("", meta, d)
+	case *events.FailureData:
+		_, h, body, err = events.EncodeFailed("", meta, d)
+	}
+	if err != nil {
+		return err
+	}
+	if !jsontext.Value(body).IsValid() {
+		t.Fatalf("body is not valid JSON: %.2000q", body)
+	}
+	e, err := events.DecodeOutcome(h, body)
+	if err != nil {
+		t.Fatalf("DecodeOutcome: %v\n%.2000s", err, body)
+	}
+	if e.ID() != meta.ID || !e.Time().Equal(meta.Time) || e.Extensions()[events.ExtCausationID] != nonEmpty(meta.CausationID) {
+		t.Errorf("attributes = %s", e.String())
+	}
+	var (
+		sent, got any
+		opaque    = cmp.FilterPath(func(p cmp.Path) bool {
+			n := p.Last().String()
+			// Open mappings, and what the payload leaves out (json:"-").
+			return n == ".ArtifactDefaults" || n == ".Details" || n == ".Role" || n == ".ModeDefs" || n == ".Directives"
+		}, cmp.Ignore())
+	)
+	switch d := any(d).(type) {
+	case *events.ResolvedData:
+		sent = d
+		got, err = events.DecodeResolvedData(e)
+	case *events.FailureData:
+		// As EncodeFailed documents: nil details are {}, and the stage
+		// defaults to the code's.
+		f := *d
+		if f.Details == nil {
+			f.Details = map[string]any{}
+		}
+		if f.Stage == "" {
+			f.Stage = f.Code.Stage()
+		}
+		sent = &f
+		got, err = events.DecodeFailureData(e)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := events.MarshalData(sent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(e.Data(), want) {
+		t.Fatalf("data differs from its encoding:\nsent    %.2000s\ncarried %.2000s", want, e.Data())
+	}
+	if diff := cmp.Diff(sent, got, opaque); diff != "" {
+		t.Fatalf("data read back differs (-sent +read):\n%.4000s", diff)
+	}
+	return nil
+}
+
+func nonEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// Strings the escaping rules treat differently, and invalid UTF-8, which
+// the encoder must refuse wherever it appears.
+var (
+	trickyStrings = []string{
+		"", "<script>alert('x') && y > z</script>",
+		"quote \" backslash \\ slash / tab \t newline \n return \r feed \f back \b",
+		"\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f\x20\x7f",
+		"ünïcode ✓ 日本語 🎉 \u0080\u009f \u00a0 \ufeff \ufffd \U0010ffff", "line\u2028separator\u2029paragraph",
+	}
+	invalidStrings = []string{"\xff", "tail \xc3", "surrogate \xed\xa0\x80 half", "overlong \xc0\x80", "too high \xf4\x90\x80\x80"}
+)
+
+func nested(depth int) map[string]any {
+	m := map[string]any{"leaf": true}
+	for range depth {
+		m = map[string]any{"n": m}
+	}
+	return m
+}
+
+// TestOutcomeRoundTrip: outcomes with every kind of string in every free
+// field, open values of many Go types, absent and empty lists, and deep
+// nesting encode to bodies a reader gets the data back from; invalid
+// UTF-8, NaN, cycles and values JSON cannot hold are refused.
+func TestOutcomeRoundTrip(t *testing.T) {
+	base := resolvedFor(t, fullTask, nil)
+	with := func(f func(d *events.ResolvedData)) *events.ResolvedData {
+		d := *base
+		d.Permissions = &resolve.PermissionPolicy{Mode: resolve.PermissionRules, Allow: map[string][]string{"Bash": {"git *"}, "Read": {}, "Write": nil}}
+		f(&d)
+		return &d
+	}
+	type custom struct {
+		A int    `json:"a"`
+		B string `json:"b,omitempty"`
+	}
+	open := map[string]any{
+		"floats": []any{0.0, math.Copysign(0, -1), 1.5, 1e21, 1e-7, math.MaxFloat64, math.SmallestNonzeroFloat64, float32(0.1)},
+		"ints":   []any{int64(math.MinInt64), uint64(math.MaxUint64), int8(-8), uint16(60000)},
+		"others": []any{custom{A: 1}, &custom{B: "b"}, map[string]int{"b": 2, "a": 1}, [2]bool{true, false}, time.Date(2026, 7, 9, 12, 30, 0, 5, time.UTC)},
+		"nils":   []any{[]any(nil), map[string]any(nil), []string(nil), (*int)(nil)},
+		"deep":   nested(100),
+	}
+	cases := []struct {
+		name  string
+		d     *events.ResolvedData
+		fails bool
+	}{
+		{"casts", base, false},
+		{"external", resolvedFor(t, `{"task_id":"T-43","role":"external:house-bot"}`, replacementProfile()), false},
+		{"open values", with(func(d *events.ResolvedData) { d.ArtifactDefaults = open }), false},
+		{"empty, not nil", with(func(d *events.ResolvedData) {
+			d.Identity.Modes, d.Tools, d.PromptOverlays, d.Emits = []string{}, []string{}, []string{}, []string{}
+			d.ArtifactDefaults, d.Diagnostics = map[string]any{}, []resolve.Diagnostic{}
+		}), false},
+		{"nil everywhere", with(func(d *events.ResolvedData) {
+			d.Identity.Modes, d.Tools, d.PromptOverlays, d.Emits = nil, nil, nil, nil
+			d.ArtifactDefaults, d.Diagnostics, d.Permissions, d.Effort, d.Timeout = nil, nil, nil, nil, nil
+		}), false},
+		{"NaN", with(func(d *events.ResolvedData) { d.ArtifactDefaults = map[string]any{"x": math.NaN()} }), true},
+		{"cycle", with(func(d *events.ResolvedData) {
+			m := map[string]any{}
+			m["self"] = m
+			d.ArtifactDefaults = m
+		}), true},
+		{"channel", with(func(d *events.ResolvedData) { d.ArtifactDefaults = map[string]any{"c": make(chan int)} }), true},
+	}
+	for i, s := range append(slices.Clone(trickyStrings), invalidStrings...) {
+		invalid := i >= len(trickyStrings)
+		cases = append(cases,
+			struct {
+				name  string
+				d     *events.ResolvedData
+				fails bool
+			}{fmt.Sprintf("string %d in every free field", i), with(func(d *events.ResolvedData) {
+				d.TaskID, d.Model, d.PromptBody, d.SystemMessage, d.InputsDigest = s, s, s, s, s
+				d.Pack = resolve.PackRef{Name: s, Digest: s}
+				d.Identity.Modes, d.Tools, d.PromptOverlays, d.Emits = []string{s}, []string{s, s}, []string{s}, []string{s}
+				d.Effort = &s
+				d.Diagnostics = []resolve.Diagnostic{{Code: s, Message: s}}
+				d.Sources.Model, d.Sources.Prompt = s, s
+				d.ArtifactDefaults = map[string]any{s: s, "x" + s: []any{s, map[string]any{s: s}}}
+				d.Permissions.Allow = map[string][]string{s: {s}, "x" + s: nil}
+			}), invalid},
+			struct {
+				name  string
+				d     *events.ResolvedData
+				fails bool
+			}{fmt.Sprintf("string %d in the prompt", i), with(func(d *events.ResolvedData) {
+				d.PromptBody = strings.Repeat("A line of prose. ", 100) + s
+				d.SystemMessage = "You are part of rolecall.\n\n" + d.PromptBody
+			}), invalid},
+		)
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := checkOutcome(t, testMeta("T-42"), tc.d); (err != nil) != tc.fails {
+				t.Errorf("error %v, want failure %v", err, tc.fails)
+			}
+			f := &events.FailureData{TaskID: &tc.d.TaskID, Code: resolve.CodeTaskInvalid, Subject: &tc.d.Model,
+				Details: map[string]any{"value": tc.d.Model, "open": tc.d.ArtifactDefaults}, Message: tc.d.PromptBody}
+			if err := checkOutcome(t, testMeta("T-42"), f); (err != nil) != tc.fails {
+				t.Errorf("failure outcome: error %v, want failure %v", err, tc.fails)
+			}
+		})
+	}
+	// Invalid UTF-8 in what the outcome says about itself is refused too.
+	for _, meta := range []events.OutcomeMeta{
+		{ID: "rc-\xff"}, {ID: "rc-1", TaskID: "T-\xff"}, {ID: "rc-1", CausationID: "\xc3"},
+		{ID: "rc-1", DataSchemaBase: "https://x/\xe2\x82"}, {ID: "rc-1", TraceParent: testTP, TraceState: "\xff"},
+	} {
+		if err := checkOutcome(t, meta, base); err == nil {
+			t.Errorf("meta %+v accepted", meta)
+		}
+	}
+}
+
+// FuzzEncodeOutcome feeds strings to the free-text fields of a resolved
+// and a failure outcome's data (prompt, preamble, model, a map key and
+// value, the task id) and bits to a float: each outcome is refused
+// (invalid UTF-8, NaN or infinity) or round-trips (checkOutcome).
+func FuzzEncodeOutcome(f *testing.F) {
+	f.Add("You are the architect.\n\nDesign <systems> & \"interfaces\".", "You are part of rolecall.\n\n", "claude-opus-4-1", "format", "markdown", "T-42", uint64(0x4008000000000000))
+	f.Add(strings.Repeat("A line of prose.\n", 200), "", "", "", "", "", uint64(0x8000000000000000))
+	f.Add("ünïcode ✓\u2028\u2029\ufffd", "pre\xe2", "\x00\x1f\x7f", "é", "e\u0301", "T\"1\"", uint64(0x7ff8000000000001))
+	f.Add("\xed\xa0\x80", "\\", "<>&", "\xff", "12345678\"", "\t", uint64(1))
+	base := resolvedFor(f, fullTask, nil)
+	f.Fuzz(func(t *testing.T, prompt, preamble, model, key, value, taskID string, bits uint64) {
+		num := math.Float64frombits(bits)
+		d := *base
+		d.TaskID, d.Model, d.PromptBody, d.SystemMessage = taskID, model, prompt, preamble+prompt
+		d.Tools = []string{key, value}
+		d.Permissions = &resolve.PermissionPolicy{Mode: resolve.PermissionRules, Allow: map[string][]string{key: {value}, value: nil}}
+		d.ArtifactDefaults = map[string]any{key: value, "f": num, "n": []any{value, map[string]any{value: key}}}
+		d.Diagnostics = []resolve.Diagnostic{{Code: key, Message: value}}
+		// What the outcome says about itself is the worker's (checked
+		// ids, no control characters); the data is anything.
+		meta := testMeta("T-42")
+		// Refused: NaN, infinity, or invalid UTF-8 in a string the data holds.
+		refused := func(strs ...string) bool {
+			return math.IsNaN(num) || math.IsInf(num, 0) || slices.ContainsFunc(strs, func(s string) bool { return !utf8.ValidString(s) })
+		}
+		if err := checkOutcome(t, meta, &d); (err != nil) != refused(prompt, preamble, model, key, value, taskID) {
+			t.Fatalf("error %v, want refused %v", err, !(err != nil))
+		}
+		fd := &events.FailureData{TaskID: &taskID, Code: resolve.CodeTaskInvalid, Subject: &key,
+			Details: map[string]any{key: value, "prompt": prompt, "f": num}, Message: preamble + prompt}
+		if err := checkOutcome(t, meta, fd); (err != nil) != refused(prompt, preamble, key, value, taskID) {
+			t.Fatalf("failure outcome: error %v, want refused %v", err, !(err != nil))
+		}
+	})
 }

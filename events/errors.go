@@ -112,11 +112,11 @@ func printable(s string) string {
 	return strconv.Quote(strings.ToValidUTF8(s, "\uFFFD"))
 }
 
-// Path rendering. A JSON pointer into task data is rendered with the
-// task schema's shape: object members as ".name", array elements as
-// "[i]", and permission-map keys (free tool names) as "[\"key\"]" unless
-// they are simple identifiers. Tokens below the first one the schema does
-// not expect are dropped, so a 10,000-deep value yields a short subject.
+// Path rendering: a JSON pointer into task data in the task schema's
+// shape, members as ".name", elements as "[i]", permission-map keys (tool
+// names) as "[\"key\"]" unless simple. Tokens below the first one the
+// schema does not expect are dropped: a 10,000-deep value gets a short
+// subject.
 
 type pathState int
 
@@ -150,7 +150,7 @@ func pointerPath(p jsontext.Pointer) string {
 		}
 		writeKey(&b, tok)
 		switch {
-		case st == psRoot && tok == "modes":
+		case st == psRoot && (tok == "modes" || tok == "skills"):
 			st = psList
 		case st == psRoot && tok == "overrides":
 			st = psOverrides
@@ -179,23 +179,9 @@ func writeKey(b *strings.Builder, k string) {
 }
 
 func simpleKey(k string) bool {
-	if k == "" || len(k) > 64 {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-func joinPath(parent, child string) string {
-	if parent == "" {
-		return child
-	}
-	return parent + "." + child
+	return k != "" && len(k) <= 64 && !strings.ContainsFunc(k, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-')
+	})
 }
 
 func indexPath(parent string, i int) string {

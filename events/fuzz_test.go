@@ -74,6 +74,9 @@ func FuzzDecodeTaskStructured(f *testing.F) {
 	f.Add(structuredBody(map[string]*string{"time": raw(`"2026-01-01T00:00:00Z"`), "n": raw(`1`), "b": raw(`true`)}))
 	f.Add([]byte(`{"specversion":"1.0","id":"a","id":"b"}`))
 	f.Add([]byte(`not json`))
+	// Problems of every kind in one body, where the first in the message
+	// must be the one reported.
+	f.Add([]byte("{\"Bad\":1,\"b\xff\":2,\"x\":{},\"x\":1,\"id\":7,\"data_base64\":\"e30=\",\"data\":{},\"traceparent\":1,\"tracestate\":\"a\\u0001\"}"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, h := range []nats.Header{structuredHeader(), nil} {
 			inc, err := events.DecodeTask(h, body, events.DecodeOptions{})
@@ -108,6 +111,11 @@ func FuzzDecodeTaskBinary(f *testing.F) {
 	f.Add(base+"ce-id: %E2%82%AC\nCe-Id: x", []byte(minimalTask))
 	f.Add(base+`ce-subject: "quoted \" value"`, []byte(`{"task_id":"T","role":"a","modes":[]}`))
 	f.Add("content-type: application/cloudevents+json", []byte(`{"specversion":"1.0"}`))
+	// Header names that fold onto ASCII ones only under Unicode case rules
+	// (Kelvin sign, dotted capital I), and one attribute in two spellings.
+	f.Add("ce-specversion: 1.0\nce-id: e\nce-source: urn:s\nce-type: "+events.TypeTaskAssigned+"\nce-tas\u212Aid: T", []byte(minimalTask))
+	f.Add("ce-spec\u0130ersion: 1.0\nce-id: e\nce-source: urn:s\nce-type: "+events.TypeTaskAssigned, []byte(minimalTask))
+	f.Add(base+"Ce-Source: urn:other\ntraceparent: "+testTP+"\nTRACEPARENT: x", []byte(minimalTask))
 	f.Fuzz(func(t *testing.T, blob string, body []byte) {
 		inc, err := events.DecodeTask(parseHeaderBlob(blob), body, events.DecodeOptions{})
 		if err != nil {
@@ -122,9 +130,11 @@ func FuzzDecodeTaskData(f *testing.F) {
 	for _, tc := range taskInvalidCases {
 		f.Add([]byte(tc.data))
 	}
-	f.Add([]byte(fullTask))
-	f.Add([]byte(minimalTask))
+	for _, data := range validTasks {
+		f.Add([]byte(data))
+	}
 	f.Add([]byte(`{"task_id":"T","role":"a","modes":[],"overrides":{"tools":[],"permissions":{"mode":"rules","allow":{"B":null}}}}`))
+	f.Add([]byte(`{"task_id":"T","role":"a","skills":["go-*","[a-c]?x"],"overrides":{"model":"tier:cheap"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		task, ref, err := events.DecodeTaskData(data, events.DecodeOptions{})
 		if err != nil {
@@ -136,6 +146,11 @@ func FuzzDecodeTaskData(f *testing.F) {
 		}
 		if ref == nil || ref.Token() != task.Role {
 			t.Fatalf("ref %v for role %q", ref, task.Role)
+		}
+		for _, p := range task.Skills {
+			if err := resolve.ValidateSkillPattern("skills", p); err != nil {
+				t.Fatalf("accepted skill pattern %q: %v", p, err)
+			}
 		}
 		// A decoded task re-encodes (nil as null or omitted) to data that
 		// decodes to the same task: absent and empty survive.

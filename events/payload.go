@@ -1,10 +1,13 @@
 package events
 
 import (
+	"embed"
+	"io/fs"
+
 	"github.com/rolecall/rolecall/resolve"
 )
 
-// Event types (DESIGN.md §6).
+// Event types (docs/EVENTS.md).
 const (
 	TypeTaskAssigned = "dev.rolecall.task.assigned.v1"
 	TypeSpecResolved = "dev.rolecall.agentspec.resolved.v1"
@@ -33,6 +36,9 @@ type Task struct {
 	Pack    *string  `json:"pack,omitzero"`
 	Profile *string  `json:"profile,omitzero"`
 	Modes   []string `json:"modes,omitzero"`
+	// Skills are glob patterns narrowing the skills the pack entry
+	// admits: nil (absent) keeps them all, [] none.
+	Skills []string `json:"skills,omitzero"`
 	// Override is the "overrides" object (nil when absent). The field is
 	// not named Overrides because that is the method converting it (with
 	// Modes) into resolve.TaskOverrides.
@@ -40,37 +46,16 @@ type Task struct {
 }
 
 // ResolvedData is the data of a dev.rolecall.agentspec.resolved.v1 event:
-// the resolved spec (fields exactly as DESIGN.md §6) plus the task id, the
-// materialized system message and the inputs digest.
+// the resolved spec (fields as docs/EVENTS.md lists them) plus the task
+// id, the materialized system message and the inputs digest.
 type ResolvedData struct {
 	TaskID string `json:"task_id"`
 	resolve.ResolvedAgentSpec
 	SystemMessage string `json:"system_message"`
 	InputsDigest  string `json:"inputs_digest"`
-
-	// PromptTail, when not empty, is the last block of the prompt body and
-	// of the system message, kept apart from both: the event's prompt_body
-	// is PromptBody + resolve.BlockSeparator + PromptTail, and its
-	// system_message is SystemMessage + resolve.BlockSeparator +
-	// PromptTail. A worker finishing a task from a resolve.Plan keeps the
-	// task's extra prompt here (Plan.ResolveApart) rather than compose a
-	// copy of the whole prompt per task; the encoders write the event as
-	// for Complete's result. Anything else that reads the prompt must use
-	// Complete.
-	PromptTail string `json:"-"`
-}
-
-// Complete returns d with PromptTail folded into PromptBody and
-// SystemMessage: d itself when PromptTail is empty, else a copy.
-func (d *ResolvedData) Complete() *ResolvedData {
-	if d.PromptTail == "" {
-		return d
-	}
-	c := *d
-	c.PromptBody = d.PromptBody + resolve.BlockSeparator + d.PromptTail
-	c.SystemMessage = d.SystemMessage + resolve.BlockSeparator + d.PromptTail
-	c.PromptTail = ""
-	return &c
+	// Decision is the decision record (nil: none, as outcomes written
+	// before it existed). The encoder fills its id and worker version.
+	Decision *Decision `json:"decision,omitzero"`
 }
 
 // FailureData is the data of a dev.rolecall.agentspec.failed.v1 event.
@@ -82,4 +67,23 @@ type FailureData struct {
 	Subject *string        `json:"subject"`
 	Details map[string]any `json:"details"`
 	Message string         `json:"message"`
+	// Decision is the decision record, as in ResolvedData.
+	Decision *Decision `json:"decision,omitzero"`
+}
+
+//go:embed schema/*.json
+var schemaFS embed.FS
+
+// SchemaNames lists the embedded JSON Schema files (draft 2020-12).
+func SchemaNames() []string { return []string{SchemaTask, SchemaResolved, SchemaFailed} }
+
+// Schema returns a copy of the embedded JSON Schema file name (e.g.
+// "resolved.v1.json"), or nil if there is none. Its $id is
+// DefaultDataSchemaBase + name, the dataschema of the events it describes.
+func Schema(name string) []byte {
+	b, err := fs.ReadFile(schemaFS, "schema/"+name)
+	if err != nil {
+		return nil
+	}
+	return b
 }

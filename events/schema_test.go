@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/rolecall/rolecall/events"
+	"github.com/rolecall/rolecall/internal/schematest"
 	"github.com/rolecall/rolecall/resolve"
 )
 
@@ -113,7 +114,7 @@ func TestFailedSchemaStagePerCode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = events.Validate(events.SchemaFailed, e.Data())
+			err = schematest.Validate(events.SchemaFailed, e.Data())
 			if ok := st == code.Stage(); ok != (err == nil) {
 				t.Errorf("code %s with stage %s: schema error %v, want valid=%v", code, st, err, ok)
 			}
@@ -126,12 +127,15 @@ func TestTaskSchemaAgreesWithDecoder(t *testing.T) {
 		`{"task_id":"T","role":"external:house-bot","modes":[],"overrides":{"tools":[],"extra_prompt":"","yolo":false}}`,
 		`{"task_id":"T","role":"a","pack":null,"profile":null,"modes":null,"overrides":null}`,
 		`{"task_id":"T","role":"a","overrides":{"permissions":{"mode":"rules","allow":{"Bash":null,"mcp(x)":["*"]},"deny":null}}}`,
+		`{"task_id":"T","role":"a","skills":["go-*","review","[a-c]?"],"overrides":{"model":"tier:cheap"}}`,
+		`{"task_id":"T","role":"a","skills":[]}`,
+		`{"task_id":"T","role":"a","skills":null}`,
 	}
 	for _, data := range valid {
 		if _, _, err := events.DecodeTaskData([]byte(data), events.DecodeOptions{}); err != nil {
 			t.Errorf("decoder rejects %s: %v", data, err)
 		}
-		if err := events.Validate(events.SchemaTask, []byte(data)); err != nil {
+		if err := schematest.Validate(events.SchemaTask, []byte(data)); err != nil {
 			t.Errorf("schema rejects %s: %v", data, err)
 		}
 	}
@@ -141,7 +145,7 @@ func TestTaskSchemaAgreesWithDecoder(t *testing.T) {
 		if slices.Contains(decoderOnly, tc.reason) {
 			continue
 		}
-		if err := events.Validate(events.SchemaTask, []byte(tc.data)); err == nil {
+		if err := schematest.Validate(events.SchemaTask, []byte(tc.data)); err == nil {
 			t.Errorf("%s: schema accepts %s", tc.name, tc.data)
 		}
 	}
@@ -153,7 +157,7 @@ func TestResolvedSchemaRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := events.Validate(events.SchemaResolved, good); err != nil {
+	if err := schematest.Validate(events.SchemaResolved, good); err != nil {
 		t.Fatalf("valid data rejected: %v", err)
 	}
 	mutations := map[string]func(m map[string]any){
@@ -172,8 +176,78 @@ func TestResolvedSchemaRejects(t *testing.T) {
 		}
 		mutate(m)
 		b, _ := json.Marshal(m)
-		if err := events.Validate(events.SchemaResolved, b); err == nil {
+		if err := schematest.Validate(events.SchemaResolved, b); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// A spec with a tier symbol expanded and skills selected matches the
+// resolved schema, and the schema holds those members to their shapes.
+func TestResolvedSchemaTierAndSkills(t *testing.T) {
+	task, ref, err := events.DecodeTaskData([]byte(`{"task_id":"T-1","role":"architect","skills":["go-*"],"overrides":{"model":"tier:strong"}}`), events.DecodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pack := *testPack()
+	pack.Roles = map[string]resolve.PackEntry{"architect": {Model: ptr("m"), Skills: []string{"go-*", "review"}}}
+	pack.Digest = ""
+	models := resolve.ModelCatalog{Tiers: map[string]*string{"strong": nil, "cheap": ptr("model-cheap")}, Fallback: []string{"strong", "cheap"}, AllowFallback: true}.Seal()
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	in := resolve.Inputs{
+		Catalog: testCatalog(), Pack: &pack, PackSelection: resolve.PackFromWorkerDefault, Task: task.Overrides(), Models: &models,
+		Skills: []resolve.Skill{{Name: "go-lint", Source: "root", Digest: digest}, {Name: "go-test", Source: "team", Digest: digest}, {Name: "review", Source: "root", Digest: digest}},
+	}
+	spec, err := resolve.Resolve(ref, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &events.ResolvedData{TaskID: task.TaskID, ResolvedAgentSpec: spec, SystemMessage: spec.PromptBody, InputsDigest: resolve.InputsDigest(ref, in)}
+	good, err := events.MarshalData(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schematest.Validate(events.SchemaResolved, good); err != nil {
+		t.Fatalf("valid data rejected: %v\n%s", err, good)
+	}
+	if spec.Model != "model-cheap" || spec.ModelTier == nil || spec.ModelTier.ResolvedVia != "fallback:cheap" || len(spec.Skills) != 2 {
+		t.Fatalf("unexpected spec: model %s tier %+v skills %v", spec.Model, spec.ModelTier, spec.Skills)
+	}
+	mutations := map[string]func(m map[string]any){
+		"model_tier missing":          func(m map[string]any) { delete(m, "model_tier") },
+		"model_tier without digest":   func(m map[string]any) { delete(m["model_tier"].(map[string]any), "catalog_digest") },
+		"model_tier via unknown":      func(m map[string]any) { m["model_tier"].(map[string]any)["resolved_via"] = "hardcoded" },
+		"model_tier symbol a literal": func(m map[string]any) { m["model_tier"].(map[string]any)["symbol"] = "opus" },
+		"skills missing":              func(m map[string]any) { delete(m, "skills") },
+		"skills null":                 func(m map[string]any) { m["skills"] = nil },
+		"skill without digest":        func(m map[string]any) { delete(m["skills"].([]any)[0].(map[string]any), "digest") },
+		"skill with a bad name":       func(m map[string]any) { m["skills"].([]any)[0].(map[string]any)["name"] = "Go Lint" },
+		"sources.skills missing":      func(m map[string]any) { delete(m["sources"].(map[string]any), "skills") },
+		"sources.skills bad":          func(m map[string]any) { m["sources"].(map[string]any)["skills"] = "default" },
+		"pack.variants missing":       func(m map[string]any) { delete(m["pack"].(map[string]any), "variants") },
+		"pack.variants negative":      func(m map[string]any) { m["pack"].(map[string]any)["variants"] = []any{-1} },
+	}
+	for name, mutate := range mutations {
+		var m map[string]any
+		if err := json.Unmarshal(good, &m); err != nil {
+			t.Fatal(err)
+		}
+		mutate(m)
+		b, _ := json.Marshal(m)
+		if err := schematest.Validate(events.SchemaResolved, b); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	// pack_variant is a source of effort, modes and skills.
+	for _, field := range []string{"effort", "modes", "skills"} {
+		var m map[string]any
+		if err := json.Unmarshal(good, &m); err != nil {
+			t.Fatal(err)
+		}
+		m["sources"].(map[string]any)[field] = "pack_variant"
+		b, _ := json.Marshal(m)
+		if err := schematest.Validate(events.SchemaResolved, b); err != nil {
+			t.Errorf("sources.%s pack_variant rejected: %v", field, err)
 		}
 	}
 }
@@ -194,10 +268,10 @@ func TestSchemaFiles(t *testing.T) {
 	if events.Schema("nope.json") != nil {
 		t.Error("Schema of an unknown name is not nil")
 	}
-	if err := events.Validate("nope.json", []byte(`{}`)); err == nil {
+	if err := schematest.Validate("nope.json", []byte(`{}`)); err == nil {
 		t.Error("Validate with an unknown schema succeeded")
 	}
-	if err := events.Validate(events.SchemaTask, []byte(`{`)); err == nil {
+	if err := schematest.Validate(events.SchemaTask, []byte(`{`)); err == nil {
 		t.Error("Validate of non-JSON succeeded")
 	}
 	// Schema returns a copy.

@@ -2,6 +2,7 @@ package events
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"maps"
 	"reflect"
@@ -32,12 +33,7 @@ type DecodeOptions struct {
 	MaxDataBytes int
 }
 
-func (o DecodeOptions) maxData() int {
-	if o.MaxDataBytes > 0 {
-		return o.MaxDataBytes
-	}
-	return DefaultMaxDataBytes
-}
+func (o DecodeOptions) maxData() int { return cmp.Or(max(o.MaxDataBytes, 0), DefaultMaxDataBytes) }
 
 // taskWire is Task as decoded: task_id and role are pointers so that a
 // missing member (required) and "" (empty) get different reasons.
@@ -47,6 +43,7 @@ type taskWire struct {
 	Pack      *string    `json:"pack"`
 	Profile   *string    `json:"profile"`
 	Modes     []string   `json:"modes"`
+	Skills    []string   `json:"skills"`
 	Overrides *Overrides `json:"overrides"`
 }
 
@@ -54,24 +51,11 @@ var strictTask = json.JoinOptions(json.RejectUnknownMembers(true))
 
 // DecodeTaskData decodes and validates task data strictly: unknown
 // members (at any level), duplicate names, invalid UTF-8, wrong JSON
-// types and invalid values are all task_invalid, with Subject set to the
-// JSON path of the offending field. null is absent everywhere, and absent
-// and empty stay different (modes: [] is a non-nil empty slice). The role
-// token is parsed into a resolve.RoleRef.
-//
-// On error the returned Task carries TaskID when the data names a valid
-// one, so a failure outcome can still name the task.
+// types and invalid values are task_invalid, with the field's JSON path
+// as Subject. null is absent, and absent and empty stay different. The
+// role token is parsed into a resolve.RoleRef. On error the Task still
+// carries TaskID when the data names a valid one, for the failure outcome.
 func DecodeTaskData(data []byte, opts DecodeOptions) (Task, resolve.RoleRef, error) {
-	if t, ref, ok := decodeTaskDataFast(data, opts); ok {
-		return t, ref, nil
-	}
-	return decodeTaskDataSlow(data, opts)
-}
-
-// decodeTaskDataSlow is the original DecodeTaskData (json.Unmarshal into
-// taskWire, then validateTask): the fallback for data the fast path
-// declines, and the oracle of the differential tests.
-func decodeTaskDataSlow(data []byte, opts DecodeOptions) (Task, resolve.RoleRef, error) {
 	if limit := opts.maxData(); len(data) > limit {
 		return Task{TaskID: peekTaskID(data[:limit])}, nil, taskInvalid("", ReasonTooLarge,
 			"task data is %d bytes, over the %d-byte limit", len(data), limit)
@@ -83,7 +67,7 @@ func decodeTaskDataSlow(data []byte, opts DecodeOptions) (Task, resolve.RoleRef,
 	if err := json.Unmarshal(data, &w, strictTask); err != nil {
 		return Task{TaskID: peekTaskID(data)}, nil, jsonError(err)
 	}
-	t := Task{Pack: w.Pack, Profile: w.Profile, Modes: w.Modes, Override: w.Overrides}
+	t := Task{Pack: w.Pack, Profile: w.Profile, Modes: w.Modes, Skills: w.Skills, Override: w.Overrides}
 	if w.TaskID != nil && validTaskID(*w.TaskID) == "" {
 		t.TaskID = *w.TaskID
 	}
@@ -99,18 +83,20 @@ func decodeTaskDataSlow(data []byte, opts DecodeOptions) (Task, resolve.RoleRef,
 }
 
 // checkObject rejects data that is not a JSON object before the decoder
-// would turn a top-level null into a zero Task.
+// would turn a top-level null into a zero Task: data that is not JSON at
+// all (binary mode carries any bytes) is syntax, JSON of another kind is
+// not_object.
 func checkObject(data []byte) error {
-	for _, c := range data {
-		switch c {
-		case ' ', '\t', '\r', '\n':
-			continue
-		case '{':
-			return nil
+	switch {
+	case len(bytes.TrimLeft(data, " \t\r\n")) == 0:
+		return taskInvalid("", ReasonMissing, "task data is missing")
+	case jsontext.Value(data).Kind() != '{':
+		if err := json.Unmarshal(data, new(jsontext.Value)); err != nil {
+			return jsonError(err)
 		}
 		return taskInvalid("", ReasonNotObject, "task data is not a JSON object")
 	}
-	return taskInvalid("", ReasonMissing, "task data is missing")
+	return nil
 }
 
 // jsonError maps a json/jsontext error to task_invalid with the path.
@@ -164,40 +150,18 @@ func jsonKindOf(t reflect.Type) string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Slice:
-		return "an array"
-	case reflect.Map, reflect.Struct:
-		return "an object"
-	}
-	return "a different type"
+	return cmp.Or(map[reflect.Kind]string{reflect.String: "a string", reflect.Bool: "a boolean", reflect.Slice: "an array",
+		reflect.Map: "an object", reflect.Struct: "an object"}[t.Kind()], "a different type")
 }
 
 func kindName(k jsontext.Kind) string {
-	switch k {
-	case 'n':
-		return "null"
-	case 'f', 't':
-		return "a boolean"
-	case '"':
-		return "a string"
-	case '0':
-		return "a number"
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	}
-	return "another kind"
+	return cmp.Or(map[jsontext.Kind]string{'n': "null", 'f': "a boolean", 't': "a boolean", '"': "a string", '0': "a number",
+		'{': "an object", '[': "an array"}[k], "another kind")
 }
 
 // validateTask checks values in schema order: task_id, role, pack,
-// profile, modes, then overrides (model, effort, tools, permissions). The
-// first failure wins.
+// profile, modes, skills, then overrides (model, effort, tools,
+// permissions). The first failure wins.
 func validateTask(w *taskWire) (resolve.RoleRef, error) {
 	switch {
 	case w.TaskID == nil:
@@ -229,10 +193,12 @@ func validateTask(w *taskWire) (resolve.RoleRef, error) {
 		return nil, err
 	}
 	for i, m := range w.Modes {
-		// The path is built only on failure: this loop is on the hot path.
 		if m == "" || resolve.ValidateName("modes", m) != nil {
 			return nil, checkName(indexPath("modes", i), &m)
 		}
+	}
+	if err := checkSkills(w.Skills); err != nil {
+		return nil, err
 	}
 	if o := w.Overrides; o != nil {
 		if err := checkOverrides(o); err != nil {
@@ -240,6 +206,28 @@ func validateTask(w *taskWire) (resolve.RoleRef, error) {
 		}
 	}
 	return ref, nil
+}
+
+// checkSkills checks the task's skill patterns: each non-empty, bounded,
+// without control characters and a valid path.Match glob
+// (resolve.ValidateSkillPattern).
+func checkSkills(patterns []string) error {
+	for i, p := range patterns {
+		// The path is built only on failure, as for modes.
+		if resolve.ValidateSkillPattern("skills", p) == nil {
+			continue
+		}
+		field := indexPath("skills", i)
+		msg := resolve.ValidateSkillPattern(field, p).(*resolve.ResolutionError).Message
+		switch {
+		case p == "":
+			return taskInvalid(field, ReasonEmpty, "%s is empty", field)
+		case len(p) <= resolve.MaxSkillPatternLen && unsafeIndex(p) < 0:
+			return taskInvalid(field, ReasonInvalidGlob, "%s", msg)
+		}
+		return taskInvalid(field, ReasonInvalidValue, "%s", msg)
+	}
+	return nil
 }
 
 // validTaskID returns "" for a valid task id: 1–128 printable ASCII
@@ -302,8 +290,8 @@ func checkOverrides(o *Overrides) error {
 	return nil
 }
 
-// checkValue accepts a free-text value (model, effort, tool name): 1–256
-// characters without control characters.
+// checkValue accepts an identifier value (model, effort, tool name): 1–256
+// characters without control or format characters (resolve.UnsafeChar).
 func checkValue(field string, v *string) error {
 	if v == nil {
 		return nil
@@ -317,7 +305,8 @@ func checkValue(field string, v *string) error {
 	if utf8.RuneCountInString(*v) > MaxValueLen {
 		return taskInvalid(field, ReasonInvalidValue, "%s is longer than %d characters", field, MaxValueLen)
 	}
-	return taskInvalid(field, ReasonInvalidValue, "%s has a control character at byte %d", field, controlIndex(*v))
+	i, r := resolve.UnsafeChar(*v)
+	return taskInvalid(field, ReasonInvalidValue, "%s has %s at byte %d", field, resolve.DescribeUnsafe(r), i)
 }
 
 // valueProblem returns the reason a free-text value is invalid, or "".
@@ -325,10 +314,17 @@ func valueProblem(v string) string {
 	switch {
 	case v == "":
 		return ReasonEmpty
-	case len(v) > MaxValueLen && utf8.RuneCountInString(v) > MaxValueLen, controlIndex(v) >= 0:
+	case len(v) > MaxValueLen && utf8.RuneCountInString(v) > MaxValueLen, unsafeIndex(v) >= 0:
 		return ReasonInvalidValue
 	}
 	return ""
+}
+
+// unsafeIndex returns the byte index of the first character an identifier
+// may not hold (resolve.UnsafeChar), or -1.
+func unsafeIndex(s string) int {
+	i, _ := resolve.UnsafeChar(s)
+	return i
 }
 
 // controlIndex returns the byte index of the first C0, DEL or C1 control
@@ -354,27 +350,17 @@ func checkPermissions(field string, p *resolve.PermissionPolicy) error {
 		name  string
 		rules map[string][]string
 	}{{"allow", p.Allow}, {"deny", p.Deny}, {"escalate", p.Escalate}} {
-		if err := checkRules(joinPath(field, m.name), m.rules); err != nil {
+		if err := checkRules(field, m.name, m.rules); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func checkRules(field string, rules map[string][]string) error {
-	// A quick pass finds whether anything is wrong; only then are the
-	// tools visited in sorted order, so the first failure reported is the
-	// same on every run.
-	bad := false
-	for tool, pats := range rules {
-		if valueProblem(tool) != "" || slices.ContainsFunc(pats, badPattern) {
-			bad = true
-			break
-		}
-	}
-	if !bad {
-		return nil
-	}
+// checkRules visits the tools in sorted order, so the first failure
+// reported is the same on every run.
+func checkRules(parent, name string, rules map[string][]string) error {
+	field := parent + "." + name
 	for _, tool := range slices.Sorted(maps.Keys(rules)) {
 		key := keyPath(field, tool)
 		if tool == "" {
@@ -388,6 +374,9 @@ func checkRules(field string, rules map[string][]string) error {
 			if pat == "" {
 				return taskInvalid(p, ReasonEmpty, "%s is empty", p)
 			}
+			if i, r := resolve.UnsafeChar(pat); i >= 0 {
+				return taskInvalid(p, ReasonInvalidValue, "%s has %s at byte %d", p, resolve.DescribeUnsafe(r), i)
+			}
 			if !doublestar.ValidatePattern(pat) {
 				return taskInvalid(p, ReasonInvalidGlob, "%s %s is not a valid glob pattern", p, printable(pat))
 			}
@@ -396,69 +385,44 @@ func checkRules(field string, rules map[string][]string) error {
 	return nil
 }
 
-func badPattern(p string) bool { return p == "" || !doublestar.ValidatePattern(p) }
-
 func keyPath(parent, key string) string {
-	var b strings.Builder
-	b.WriteString(parent)
 	if simpleKey(key) {
-		b.WriteByte('.')
-		b.WriteString(key)
-	} else {
-		b.WriteString("[" + printable(key) + "]")
+		return parent + "." + key
 	}
-	return b.String()
+	return parent + "[" + printable(key) + "]"
 }
 
 // dropNullRules removes tool entries whose pattern list was null: null is
 // absent everywhere, including inside a permission map.
 func dropNullRules(p *resolve.PermissionPolicy) {
 	for _, m := range []map[string][]string{p.Allow, p.Deny, p.Escalate} {
-		for k, v := range m {
-			if v == nil {
-				delete(m, k)
-			}
-		}
+		maps.DeleteFunc(m, func(_ string, v []string) bool { return v == nil })
 	}
 }
 
 // peekTaskID reads a valid top-level task_id from data that failed
-// strict decoding, so the failure can still name its task. Any doubt
-// (syntax error, duplicate task_id, invalid id) gives "".
+// strict decoding, so the failure can still name its task. Any doubt (a
+// task_id repeated, cut short, not a string, not a valid id, or after a
+// syntax error) gives "".
 func peekTaskID(data []byte) string {
-	dec := jsontext.NewDecoder(bytes.NewReader(data), jsontext.AllowDuplicateNames(true))
-	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
-		return ""
+	var w struct {
+		TaskID member `json:"task_id"`
 	}
-	found := ""
-	for dec.PeekKind() == '"' {
-		name, err := dec.ReadToken()
-		if err != nil {
-			return found
+	err := json.Unmarshal(data, &w, jsontext.AllowDuplicateNames(true))
+	var sy *jsontext.SyntacticError
+	if m := w.TaskID; m.n == 1 && !(errors.As(err, &sy) && underMember(sy.JSONPointer, "task_id")) {
+		if id, err := jsonString(data[m.start:m.end]); err == nil && validTaskID(id) == "" {
+			return id
 		}
-		if name.String() != "task_id" {
-			if dec.SkipValue() != nil {
-				return found
-			}
-			continue
-		}
-		v, err := dec.ReadToken()
-		if err != nil || v.Kind() != '"' || found != "" {
-			return ""
-		}
-		if validTaskID(v.String()) != "" {
-			return ""
-		}
-		found = v.String()
 	}
-	return found
+	return ""
 }
 
-// Overrides converts the task's overrides (and its Modes) into the
+// Overrides converts the task's overrides (and its Modes and Skills) into the
 // resolver's TaskOverrides. Absent stays nil and empty stays empty;
 // slices are shared, not copied (the resolver never mutates its input).
 func (t Task) Overrides() resolve.TaskOverrides {
-	out := resolve.TaskOverrides{Modes: t.Modes}
+	out := resolve.TaskOverrides{Modes: t.Modes, Skills: t.Skills}
 	if o := t.Override; o != nil {
 		out.Model = o.Model
 		out.Effort = o.Effort

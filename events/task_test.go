@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-json-experiment/json"
 	"github.com/google/go-cmp/cmp"
 	"github.com/rolecall/rolecall/events"
 	"github.com/rolecall/rolecall/resolve"
@@ -64,6 +65,9 @@ var taskInvalidCases = []struct {
 	{"string", `"T-1"`, "", events.ReasonNotObject},
 	{"null", `null`, "", events.ReasonNotObject},
 	{"number", `42`, "", events.ReasonNotObject},
+	{"not JSON", `this is not JSON`, "", events.ReasonSyntax},
+	{"array cut short", `[1,`, "", events.ReasonSyntax},
+	{"string cut short", `"T-1`, "", events.ReasonSyntax},
 	{"trailing garbage", `{"task_id":"T","role":"a"} x`, "", events.ReasonSyntax},
 	{"trailing comma", `{"task_id":"T","role":"a",}`, "", events.ReasonSyntax},
 
@@ -97,6 +101,16 @@ var taskInvalidCases = []struct {
 	{"mode null element", `{"task_id":"T","role":"a","modes":["fast",null]}`, "modes[1]", events.ReasonEmpty},
 	{"mode invalid", `{"task_id":"T","role":"a","modes":["fast","Slow"]}`, "modes[1]", events.ReasonInvalidName},
 
+	// Skill patterns (resolve.ValidateSkillPattern), checked after modes.
+	{"skill pattern empty", `{"task_id":"T","role":"a","skills":["go-*",""]}`, "skills[1]", events.ReasonEmpty},
+	{"skill pattern null element", `{"task_id":"T","role":"a","skills":[null]}`, "skills[0]", events.ReasonEmpty},
+	{"skill pattern bad glob", `{"task_id":"T","role":"a","skills":["review","go-["]}`, "skills[1]", events.ReasonInvalidGlob},
+	{"skill pattern trailing backslash", `{"task_id":"T","role":"a","skills":["go\\"]}`, "skills[0]", events.ReasonInvalidGlob},
+	{"skill pattern control", `{"task_id":"T","role":"a","skills":["go\u0007"]}`, "skills[0]", events.ReasonInvalidValue},
+	{"skill pattern C1 control", `{"task_id":"T","role":"a","skills":["go\u0085"]}`, "skills[0]", events.ReasonInvalidValue},
+	{"skill pattern too long", `{"task_id":"T","role":"a","skills":["` + strings.Repeat("a", 129) + `"]}`, "skills[0]", events.ReasonInvalidValue},
+	{"modes before skills", `{"task_id":"T","role":"a","skills":[""],"modes":["Bad"]}`, "modes[0]", events.ReasonInvalidName},
+
 	// Free values: model, effort, tools.
 	{"model empty", `{"task_id":"T","role":"a","overrides":{"model":""}}`, "overrides.model", events.ReasonEmpty},
 	{"effort empty", `{"task_id":"T","role":"a","overrides":{"effort":""}}`, "overrides.effort", events.ReasonEmpty},
@@ -104,6 +118,16 @@ var taskInvalidCases = []struct {
 	{"model too long", `{"task_id":"T","role":"a","overrides":{"model":"` + strings.Repeat("m", 257) + `"}}`, "overrides.model", events.ReasonInvalidValue},
 	{"tool empty", `{"task_id":"T","role":"a","overrides":{"tools":["Read",""]}}`, "overrides.tools[1]", events.ReasonEmpty},
 	{"tool control", `{"task_id":"T","role":"a","overrides":{"tools":["Re\tad"]}}`, "overrides.tools[0]", events.ReasonInvalidValue},
+	// Format characters (Unicode Cf): bidirectional controls ("Trojan
+	// Source") and zero-width characters, escaped or written raw.
+	{"model right-to-left override", `{"task_id":"T","role":"a","overrides":{"model":"claude\u202eopus"}}`, "overrides.model", events.ReasonInvalidValue},
+	{"model raw right-to-left override", "{\"task_id\":\"T\",\"role\":\"a\",\"overrides\":{\"model\":\"gpt\u202e4\"}}", "overrides.model", events.ReasonInvalidValue},
+	{"effort zero-width space", `{"task_id":"T","role":"a","overrides":{"effort":"hi\u200bgh"}}`, "overrides.effort", events.ReasonInvalidValue},
+	{"tool bidi isolate", `{"task_id":"T","role":"a","overrides":{"tools":["Read","Bash\u2066"]}}`, "overrides.tools[1]", events.ReasonInvalidValue},
+	{"tool byte order mark", `{"task_id":"T","role":"a","overrides":{"tools":["\ufeffRead"]}}`, "overrides.tools[0]", events.ReasonInvalidValue},
+	{"permission tool right-to-left override", `{"task_id":"T","role":"a","overrides":{"permissions":{"mode":"rules","deny":{"Bash\u202e":["*"]}}}}`, `overrides.permissions.deny["Bash\u202e"]`, events.ReasonInvalidValue},
+	{"permission pattern right-to-left override", `{"task_id":"T","role":"a","overrides":{"permissions":{"mode":"rules","deny":{"Bash":["rm \u202e*"]}}}}`, "overrides.permissions.deny.Bash[0]", events.ReasonInvalidValue},
+	{"skill pattern right-to-left override", `{"task_id":"T","role":"a","skills":["go-\u202e*"]}`, "skills[0]", events.ReasonInvalidValue},
 
 	// Permissions.
 	{"permissions mode missing", `{"task_id":"T","role":"a","overrides":{"permissions":{}}}`, "overrides.permissions.mode", events.ReasonRequired},
@@ -125,6 +149,8 @@ var taskInvalidCases = []struct {
 	{"task_id number", `{"task_id":42,"role":"a"}`, "task_id", events.ReasonWrongType},
 	{"modes string", `{"task_id":"T","role":"a","modes":"fast"}`, "modes", events.ReasonWrongType},
 	{"mode number", `{"task_id":"T","role":"a","modes":["fast",1]}`, "modes[1]", events.ReasonWrongType},
+	{"skills string", `{"task_id":"T","role":"a","skills":"go-*"}`, "skills", events.ReasonWrongType},
+	{"skill pattern number", `{"task_id":"T","role":"a","skills":[1]}`, "skills[0]", events.ReasonWrongType},
 	{"overrides array", `{"task_id":"T","role":"a","overrides":[]}`, "overrides", events.ReasonWrongType},
 	{"yolo string", `{"task_id":"T","role":"a","overrides":{"yolo":"true"}}`, "overrides.yolo", events.ReasonWrongType},
 	{"lion_system number", `{"task_id":"T","role":"a","overrides":{"lion_system":1}}`, "overrides.lion_system", events.ReasonWrongType},
@@ -314,6 +340,10 @@ func TestTaskOverrides(t *testing.T) {
 		{"absent", minimalTask, resolve.TaskOverrides{}},
 		{"empty modes and tools", `{"task_id":"T","role":"a","modes":[],"overrides":{"tools":[]}}`,
 			resolve.TaskOverrides{Modes: []string{}, Tools: []string{}}},
+		{"skills", `{"task_id":"T","role":"a","skills":["go-*","review"],"overrides":{"model":"tier:cheap"}}`,
+			resolve.TaskOverrides{Skills: []string{"go-*", "review"}, Model: ptr("tier:cheap")}},
+		{"skills empty", `{"task_id":"T","role":"a","skills":[]}`, resolve.TaskOverrides{Skills: []string{}}},
+		{"skills null", `{"task_id":"T","role":"a","skills":null}`, resolve.TaskOverrides{}},
 	} {
 		task, _, err := events.DecodeTaskData([]byte(tc.data), events.DecodeOptions{})
 		if err != nil {
@@ -344,5 +374,75 @@ func TestDecodeTaskDataKeepsTaskIDOnError(t *testing.T) {
 		if task.TaskID != tc.want {
 			t.Errorf("%s: TaskID = %q, want %q", tc.data, task.TaskID, tc.want)
 		}
+	}
+}
+
+// validTasks are valid task data in the forms a planner may send: every
+// member, null for every optional one, empty values where they are
+// allowed, escapes (in values and in member names), non-ASCII text,
+// whitespace everywhere, null inside a permission map, and values at
+// their length limits.
+var validTasks = []string{
+	minimalTask,
+	fullTask,
+	`{"task_id":"T","role":"external:house-bot","modes":[],"overrides":{"tools":[],"yolo":false,"extra_prompt":""}}`,
+	`{"task_id":"T","role":"a","pack":null,"profile":null,"modes":null,"overrides":null}`,
+	`{"task_id":"T","role":"a","overrides":{"model":null,"effort":null,"extra_prompt":null,"tools":null,"permissions":null,
+	  "yolo":null,"bypass":null,"fast_mode":null,"lion_system":null}}`,
+	`{"task_id":"T","role":"a","overrides":{}}`,
+	`{"task_id":"T","role":"a","overrides":{"permissions":{"mode":"allow_all"}}}`,
+	`{"task_id":"T","role":"a","overrides":{"permissions":{"mode":"deny_all","allow":null,"deny":{},"escalate":null}}}`,
+	`{"role":"architect","task_id":"T-9"}`,
+	" \r\n\t{ \"task_id\" : \"T\" , \"role\" : \"a\" , \"modes\" : [ \"x\" , \"y\" ] } \n",
+	`{"task\u005fid":"T\u002d1","role":"a","overrides":{"extra_prompt":"line\nnext \"q\" \\ \/ \u00e9 \ud83d\ude00 \t","model":"m\u00e9","tools":["R\u00e9ad"]}}`,
+	`{"task_id":"T","role":"a","overrides":{"extra_prompt":"évènement 😀 ","tools":["Bash(ls:*)","mcp__srv__tool"],
+	  "permissions":{"mode":"rules","allow":{"B\u0061sh":["git *"],"Read":["**/*.go","src/{a,b}/*"],"mcp(x)":["*"],"X":null},"deny":{},"escalate":{"Write":[]}}}}`,
+	`{"task_id":"T","role":"a","modes":["m1","m2","m3","m4","m5","m6"],"overrides":{"tools":["t1","t2","t3","t4"],
+	  "permissions":{"mode":"rules","allow":{"A":["a","b","c"],"B":["d"]},"deny":{"C":["e","f"]}}}}`,
+	`{"task_id":"` + strings.Repeat("x", events.MaxTaskIDLen) + `","role":"` + strings.Repeat("r", 64) + `",
+	  "overrides":{"model":"` + strings.Repeat("é", events.MaxValueLen) + `"}}`,
+}
+
+// TestDecodeTaskDataValidForms: each valid form decodes, in both content
+// modes to the same task, and the decoded task re-encodes to data that
+// decodes to it again (absent, null and empty survive).
+func TestDecodeTaskDataValidForms(t *testing.T) {
+	for _, data := range validTasks {
+		task, ref, err := events.DecodeTaskData([]byte(data), events.DecodeOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", data, err)
+		}
+		if ref == nil || ref.Token() != task.Role {
+			t.Errorf("%s: ref %v for role %q", data, ref, task.Role)
+		}
+		for _, m := range modes {
+			h, body := encode(t, data, m.binary)
+			inc, err := events.DecodeTask(h, body, events.DecodeOptions{})
+			if err != nil {
+				t.Fatalf("%s %s: %v", m.name, data, err)
+			}
+			if diff := cmp.Diff(task, inc.Task); diff != "" {
+				t.Errorf("%s %s: (-data +event):\n%s", m.name, data, diff)
+			}
+		}
+		again, err := json.Marshal(task, json.FormatNilSliceAsNull(true), json.FormatNilMapAsNull(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		task2, _, err := events.DecodeTaskData(again, events.DecodeOptions{})
+		if err != nil {
+			t.Fatalf("%s: re-encoded %s: %v", data, again, err)
+		}
+		if diff := cmp.Diff(task, task2); diff != "" {
+			t.Errorf("%s: round trip (-first +again):\n%s", data, diff)
+		}
+	}
+	// A tool whose pattern list is null is absent, like any null.
+	task, _, err := events.DecodeTaskData([]byte(`{"task_id":"T","role":"a","overrides":{"permissions":{"mode":"rules","allow":{"B":null,"C":["x"]}}}}`), events.DecodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string][]string{"C": {"x"}}, task.Override.Permissions.Allow); diff != "" {
+		t.Errorf("allow (-want +got):\n%s", diff)
 	}
 }

@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	"github.com/moby/moby/client"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/rolecall/rolecall/events"
+	"github.com/rolecall/rolecall/internal/schematest"
 
 	"github.com/rolecall/rolecall/internal/natstest"
 )
@@ -36,11 +38,18 @@ func composeCommand(t *testing.T) []string {
 	return nil
 }
 
+// composeAdminPassword is the provisioning user's password the test gives
+// the compose project.
+const composeAdminPassword = "rolecall-it-admin"
+
 // TestComposeUp brings docker-compose.yml up on the locally built images,
 // waits until the three workers report healthy (through the image's own
 // `worker healthcheck`), submits examples/tasks/architect.json through the
-// published port and checks its outcome, then takes everything down with
-// its volumes.
+// published port and checks its outcome. Then the fleet profile: the
+// file-mode workers stop, the fleet workers start before anything was
+// pushed (they stay up and unready, since the `worker` user may not create
+// the config buckets), config-push seeds the bundle, and the next task is
+// decided from it. Everything is taken down with its volumes.
 func TestComposeUp(t *testing.T) {
 	imgs := setup(t)
 	compose := composeCommand(t)
@@ -51,9 +60,12 @@ func TestComposeUp(t *testing.T) {
 		"ROLECALL_NATS_IMAGE="+imgs.NATS,
 		"ROLECALL_NATS_PORT="+strconv.Itoa(port),
 		"COMPOSE_PROJECT_NAME="+project,
+		"ROLECALL_ADMIN_PASSWORD="+composeAdminPassword,
 	)
+	// The fleet profile is active in every command, so down removes its
+	// containers too; up always names its services.
 	run := func(args ...string) (string, error) {
-		full := append(append(append([]string{}, compose[1:]...), "-f", repoFile(imgs, "docker-compose.yml"), "-p", project), args...)
+		full := append(append(append([]string{}, compose[1:]...), "-f", repoFile(imgs, "docker-compose.yml"), "-p", project, "--profile", "fleet"), args...)
 		cmd := exec.Command(compose[0], full...)
 		cmd.Dir = imgs.Root
 		cmd.Env = env
@@ -73,7 +85,7 @@ func TestComposeUp(t *testing.T) {
 			t.Errorf("compose down: %v\n%s", err, out)
 		}
 	})
-	if out, err := run("up", "-d"); err != nil {
+	if out, err := run("up", "-d", "nats-1", "nats-2", "nats-3", "worker-1", "worker-2", "worker-3"); err != nil {
 		t.Fatalf("compose up: %v\n%s", err, out)
 	}
 
@@ -83,25 +95,76 @@ func TestComposeUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer docker.Close()
-	restarts := 0
-	for _, svc := range []string{"worker-1", "worker-2", "worker-3"} {
+	container := func(svc string) string {
 		out, err := run("ps", "-q", svc)
 		id := strings.TrimSpace(out)
 		if err != nil || id == "" {
 			t.Fatalf("compose ps %s: %q %v", svc, out, err)
 		}
-		restarts += waitHealthy(t, docker, svc, id, 2*time.Minute)
+		return id
+	}
+	restarts := 0
+	for _, svc := range []string{"worker-1", "worker-2", "worker-3"} {
+		restarts += waitHealthy(t, docker, svc, container(svc), 2*time.Minute)
 	}
 	// A worker that started before any node listened exits and is
 	// restarted by its restart policy; that is allowed, and counted.
 	t.Logf("3 workers healthy %s after compose up (%d restarts)", time.Since(start).Round(100*time.Millisecond), restarts)
 
+	// The nodes run the shipped users; the test plays the planner and the
+	// auditor at once, so it connects as the provisioning user.
 	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port), nats.IgnoreDiscoveredServers(),
-		nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1))
+		nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.UserInfo("admin", composeAdminPassword))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
+	data := submitArchitect(t, nc, imgs)
+	t.Logf("figures: scenario=compose resolved outcome %s after compose up", time.Since(start).Round(100*time.Millisecond))
+	if got := decisionConfig(t, data); got.Source != "files" {
+		t.Fatalf("file-mode workers decided with config source %q", got.Source)
+	}
+
+	// The fleet profile, started before the first push.
+	if out, err := run("stop", "--timeout", "45", "worker-1", "worker-2", "worker-3"); err != nil {
+		t.Fatalf("compose stop: %v\n%s", err, out)
+	}
+	fleet := []string{"fleet-worker-1", "fleet-worker-2", "fleet-worker-3"}
+	if out, err := run(append([]string{"up", "-d"}, fleet...)...); err != nil {
+		t.Fatalf("compose up fleet: %v\n%s", err, out)
+	}
+	fleetStart := time.Now()
+	time.Sleep(12 * time.Second) // past the health check's start period
+	for _, svc := range fleet {
+		res, err := docker.ContainerInspect(ctx, container(svc), client.ContainerInspectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := res.Container.State
+		if !st.Running || res.Container.RestartCount != 0 || st.Health == nil || st.Health.Status == "healthy" {
+			t.Fatalf("%s before the first push: running=%v restarts=%d health=%+v; want running, never restarted, not healthy",
+				svc, st.Running, res.Container.RestartCount, st.Health)
+		}
+	}
+	if out, err := run("up", "-d", "config-push"); err != nil {
+		t.Fatalf("compose up config-push: %v\n%s", err, out)
+	}
+	for _, svc := range fleet {
+		waitHealthy(t, docker, svc, container(svc), 2*time.Minute)
+	}
+	t.Logf("figures: scenario=compose-fleet 3 fleet workers healthy %s after they started, having waited for the push",
+		time.Since(fleetStart).Round(100*time.Millisecond))
+	data = submitArchitect(t, nc, imgs)
+	if got := decisionConfig(t, data); got.Source != "nats" || got.Revision == nil || *got.Revision == 0 {
+		t.Fatalf("fleet workers decided with config %+v, want source nats and a revision", got)
+	}
+}
+
+// submitArchitect publishes examples/tasks/architect.json under a fresh
+// event id and returns the data of its outcome, which must be a resolved
+// spec valid against its schema.
+func submitArchitect(t *testing.T, nc *nats.Conn, imgs testImages) []byte {
+	t.Helper()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +192,7 @@ func TestComposeUp(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := js.PublishMsg(pctx, &nats.Msg{Subject: "rolecall.tasks.architect", Header: header, Data: body}, jetstream.WithMsgID(taskSource+"/"+id)); err != nil {
 		t.Fatalf("submit: %v", err)
@@ -149,15 +212,24 @@ func TestComposeUp(t *testing.T) {
 			if ev.Type() != events.TypeSpecResolved || ev.Subject() != want {
 				t.Fatalf("outcome type %s subject %s, want a resolved spec for %s:\n%s", ev.Type(), ev.Subject(), want, ev.Data())
 			}
-			if err := events.Validate(events.SchemaResolved, ev.Data()); err != nil {
+			if err := schematest.Validate(events.SchemaResolved, ev.Data()); err != nil {
 				t.Fatalf("outcome data: %v", err)
 			}
-			t.Logf("figures: scenario=compose outcome %s for %s %s after compose up", ev.Type(), want, time.Since(start).Round(100*time.Millisecond))
-			return
+			return ev.Data()
 		case <-timeout:
 			t.Fatalf("no outcome for %s within a minute of submitting it", id)
 		}
 	}
+}
+
+// decisionConfig is the configuration an outcome's decision record names.
+func decisionConfig(t *testing.T, data []byte) events.DecisionConfig {
+	t.Helper()
+	var d events.ResolvedData
+	if err := json.Unmarshal(data, &d); err != nil || d.Decision == nil {
+		t.Fatalf("outcome data without a decision record: %v", err)
+	}
+	return d.Decision.Config
 }
 
 // waitHealthy waits for Docker to report the container healthy and

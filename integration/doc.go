@@ -1,11 +1,15 @@
 // Package integration holds rolecall's container tests: a real 3-node
 // NATS JetStream cluster with replicated (R3) streams, a fleet of worker
 // containers, and faults in the middle of the work — a worker killed with
-// SIGKILL, the node leading the tasks stream stopped and restarted, a
-// worker cut off from the network and reconnected, a rolling restart —
+// SIGKILL, the node leading the tasks stream stopped and restarted, the
+// outcome stream's leader lost again and again (forced elections, then
+// SIGKILL of its node), a worker cut off from the network and
+// reconnected, a rolling restart —
 // each checked for exactly one schema-valid outcome per task in
 // ROLECALL_SPECS. A separate test brings docker-compose.yml up and
-// submits a task to it.
+// submits a task to it. TestFleetConfigBundles runs worker processes (no
+// containers) with --config-from nats against an embedded 3-node cluster
+// and follows a config bundle through push, refusal and rollback.
 //
 // The tests use testcontainers-go with programmatic containers on a
 // network.New network, and images built FROM scratch from binaries

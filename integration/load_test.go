@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rolecall/rolecall/events"
+	"github.com/rolecall/rolecall/internal/schematest"
 )
 
 const (
@@ -20,6 +21,9 @@ const (
 	tasksStream = "ROLECALL_TASKS"
 	specsStream = "ROLECALL_SPECS"
 	consumer    = "rolecall-workers"
+	// outcomesStream holds the KV bucket ROLECALL_OUTCOMES, the workers'
+	// idempotency store.
+	outcomesStream = "KV_ROLECALL_OUTCOMES"
 )
 
 // taskSpec is one task of a load and the outcome it must get.
@@ -351,7 +355,7 @@ func (c *cluster) verify(ctx context.Context, scenario string, l *load, obs *obs
 			if ev.Type() == events.TypeSpecFailed {
 				schema = events.SchemaFailed
 			}
-			if err := events.Validate(schema, ev.Data()); err != nil {
+			if err := schematest.Validate(schema, ev.Data()); err != nil {
 				wrong("outcome of %s does not match %s: %v", taskID, schema, err)
 			}
 			switch ev.Type() {

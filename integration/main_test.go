@@ -141,7 +141,11 @@ func setup(t *testing.T) testImages {
 			imagesErr = err
 			return
 		}
-		builtImgs = testImages{Worker: images.DefaultWorkerTag, NATS: images.DefaultNATSTag, Root: root}
+		// The tags are buildimages' (ROLECALL_WORKER_IMAGE and
+		// ROLECALL_NATS_IMAGE, else the defaults): checkouts that run the
+		// suite on one engine at once give each its own tags, or one of
+		// them could start workers built from the other's code.
+		builtImgs = testImages{Worker: envOr("ROLECALL_WORKER_IMAGE", images.DefaultWorkerTag), NATS: envOr("ROLECALL_NATS_IMAGE", images.DefaultNATSTag), Root: root}
 		if err := trackInputs(root); err != nil {
 			imagesErr = err
 			return
@@ -207,4 +211,11 @@ func trackInputs(root string) error {
 
 func repoFile(imgs testImages, rel string) string {
 	return filepath.Join(imgs.Root, filepath.FromSlash(rel))
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

@@ -7,11 +7,11 @@ import (
 	"time"
 )
 
-// checkReplicated asserts the streams and the shared consumer the workers
-// created are R3 with every peer present.
+// checkReplicated asserts the streams, the idempotency store's bucket and
+// the shared consumer the workers created are R3 with every peer present.
 func (c *cluster) checkReplicated(ctx context.Context) {
 	c.t.Helper()
-	for _, name := range []string{tasksStream, specsStream, "ROLECALL_DEADLETTER"} {
+	for _, name := range []string{tasksStream, specsStream, "ROLECALL_DEADLETTER", outcomesStream} {
 		s, err := c.js.Stream(ctx, name)
 		if err != nil {
 			c.t.Fatalf("stream %s: %v", name, err)
@@ -226,11 +226,19 @@ func TestRollingRestart(t *testing.T) {
 	ws := c.startWorkers(3)
 	obs := c.observe(c.nodes[0])
 
-	tasks := makeTasks("roll", 5000)
+	// 60 s of load: one drain-and-restart cycle takes about 6 s here, so
+	// all three restarts happen while tasks still arrive, with margin for
+	// a much slower machine; the check below fails the test if they did not.
+	tasks := makeTasks("roll", 18000)
 	l := c.startLoad(ctx, tasks, 300)
 	mark := 800
 	for _, w := range ws {
 		c.waitOutcomes(ctx, mark, 2*time.Minute)
+		select {
+		case <-l.done:
+			t.Fatalf("the load ended before %s was stopped: the restart would not be under load", w.name)
+		default:
+		}
 		c.signal(ctx, w.c, "TERM")
 		code := c.waitExit(ctx, w.c, 45*time.Second)
 		if code != 0 {

@@ -5,7 +5,8 @@
 //
 // It is pure, like resolve: no I/O, environment, clock, goroutines or
 // logging, and it never mutates its input. It repeats no precedence, never
-// consults another pack and never restores default Modes: ADR-0043 D6.
-// Materialize checks that the rebuilt casts prompt equals the resolved
-// prompt_body and fails with materialize_failed otherwise.
+// consults another pack and never restores default Modes: every value is
+// copied from the resolved spec. It refuses (materialize_failed) a spec
+// whose carried Profile is not the one its identity names, and Materialize
+// refuses one whose AgentSpec would not rebuild prompt_body exactly.
 package materialize

@@ -38,13 +38,16 @@ func (s *AgentSpec) BuildSystemMessage() string {
 }
 
 // RunEnvelope carries the provider/orchestration-only values that are not
-// AgentSpec fields (ADR-0043 D6).
+// AgentSpec fields (docs/CONFIG.md, materialization).
 type RunEnvelope struct {
 	Bypass           bool           `json:"bypass"`
 	FastMode         bool           `json:"fast_mode"`
 	ArtifactDefaults map[string]any `json:"artifact_defaults"`
 	Timeout          *int           `json:"timeout"`
 	ResumeOnTimeout  bool           `json:"resume_on_timeout"`
+	// Skills are the selected skills (lexical), each with the digest of
+	// its directory, so a run mounts exactly the content that was decided.
+	Skills []resolve.Skill `json:"skills"`
 }
 
 // Materialized is everything the provider layer needs to construct an agent.
@@ -73,8 +76,8 @@ func failed(format string, args ...any) *Error {
 
 // AgentSpecFromResolved is the pure adapter for casts and overlay
 // identities; a replacement identity is rejected with materialize_failed.
-// The AgentSpec shares no slice, map or pointer with r (ADR-0043: adapters
-// keep the defensive-copy rule).
+// The AgentSpec shares no slice, map or pointer with r (adapters keep the
+// defensive-copy rule).
 func AgentSpecFromResolved(r *resolve.ResolvedAgentSpec) (*AgentSpec, error) {
 	if err := checkProfile(r); err != nil {
 		return nil, err
@@ -90,7 +93,7 @@ func AgentSpecFromResolved(r *resolve.ResolvedAgentSpec) (*AgentSpec, error) {
 	return &AgentSpec{
 		Role:  role,
 		Modes: modes,
-		Pack:  r.Pack,
+		Pack:  resolve.PackRef{Name: r.Pack.Name, Digest: r.Pack.Digest, Variants: slices.Clone(r.Pack.Variants)},
 		Directives: resolve.Directives{
 			Authority:   cloneStrings(r.Directives.Authority),
 			Boundaries:  cloneStrings(r.Directives.Boundaries),
@@ -132,24 +135,9 @@ func checkProfile(r *resolve.ResolvedAgentSpec) error {
 	return nil
 }
 
-// rebuildsPrompt reports whether the AgentSpec that AgentSpecFromResolved
-// makes from r would rebuild r.PromptBody (BuildSystemMessage), without
-// making it: the text is compared as it is composed.
-func rebuildsPrompt(r *resolve.ResolvedAgentSpec) bool {
-	// BuildSystemMessage composes the overlays as one block, their join.
-	// When each overlay is a non-empty trimmed block (always, from
-	// Resolve), that block is the overlays as blocks of their own, and
-	// nothing need be joined.
-	overlays := r.PromptOverlays
-	if slices.ContainsFunc(overlays, notBlock) {
-		overlays = []string{strings.Join(r.PromptOverlays, resolve.BlockSeparator)}
-	}
-	return resolve.CastsPromptMatches(r.PromptBody, r.Role.Body, r.ModeDefs, r.Directives, overlays...)
-}
-
-func notBlock(s string) bool { return !resolve.IsBlock(s) }
-
-// check is Materialize's validation of r, building nothing.
+// check is the validation SystemMessage and Materialize share: a spec
+// Resolve could produce, whose carried Profile is the one its identity
+// names. It rebuilds nothing.
 func check(r *resolve.ResolvedAgentSpec) error {
 	if r == nil {
 		return failed("no resolved spec")
@@ -158,95 +146,60 @@ func check(r *resolve.ResolvedAgentSpec) error {
 	case resolve.PromptReplacement:
 		return nil
 	case resolve.PromptCasts, resolve.PromptOverlay:
-		if err := checkProfile(r); err != nil {
-			return err
-		}
-		if !rebuildsPrompt(r) {
-			return failed("rebuilt prompt for %q differs from the resolved prompt_body", r.Identity.Name)
-		}
-		return nil
+		return checkProfile(r)
 	default:
 		return failed("unknown prompt disposition %q", r.PromptDisposition)
 	}
 }
 
-// SystemMessage prepends the preamble when lion_system is set:
-// preamble + "\n\n" + body. An empty preamble adds nothing.
-func SystemMessage(preamble string, lionSystem bool, body string) string {
-	head := resolve.MessageHead(preamble, lionSystem)
-	if head == "" {
-		return body
+// SystemMessage is the system message of r: the trimmed preamble, a
+// blank line and prompt_body when lion_system is set and the preamble is
+// not blank, else prompt_body itself. It fails with materialize_failed
+// where Materialize would, and builds nothing else.
+func SystemMessage(r *resolve.ResolvedAgentSpec, preamble string) (string, error) {
+	if err := check(r); err != nil {
+		return "", err
 	}
-	return head + resolve.BlockSeparator + body
+	head := strings.TrimSpace(preamble)
+	if !r.LionSystem || head == "" {
+		return r.PromptBody, nil
+	}
+	return head + resolve.BlockSeparator + r.PromptBody, nil
 }
 
 // Materialize converts a resolved spec into construction inputs. The
 // preamble is an input (the caller reads it); nothing is looked up again.
-// For casts and overlays it checks that the rebuilt prompt equals
-// prompt_body, so a materializer can never silently reinterpret resolution.
+// For casts and overlays it checks that the AgentSpec rebuilds
+// prompt_body. The worker publishes only the system message
+// (SystemMessage) and does not rebuild the prompt per task; tests hold
+// Resolve's every result to that equality.
 func Materialize(r *resolve.ResolvedAgentSpec, preamble string) (Materialized, error) {
-	if err := check(r); err != nil {
+	msg, err := SystemMessage(r, preamble)
+	if err != nil {
 		return Materialized{}, err
 	}
-	m := Materialized{Envelope: RunEnvelope{
+	m := Materialized{SystemMessage: msg, Envelope: RunEnvelope{
 		Bypass:           r.Bypass,
 		FastMode:         r.FastMode,
 		ArtifactDefaults: resolve.CloneMap(r.ArtifactDefaults),
 		Timeout:          clonePtr(r.Timeout),
 		ResumeOnTimeout:  r.ResumeOnTimeout,
+		Skills:           slices.Clone(r.Skills),
 	}}
 	if r.PromptDisposition == resolve.PromptReplacement {
 		m.RawPrompt = r.PromptBody
-	} else {
-		spec, err := AgentSpecFromResolved(r)
-		if err != nil {
-			return Materialized{}, err
-		}
-		m.Spec = spec
+		return m, nil
 	}
-	m.SystemMessage = SystemMessage(preamble, r.LionSystem, r.PromptBody)
+	if m.Spec, err = AgentSpecFromResolved(r); err != nil {
+		return Materialized{}, err
+	}
+	// A provider builds its agent from the AgentSpec, so the spec must
+	// rebuild the resolved prompt exactly: a materializer never silently
+	// reinterprets resolution.
+	if m.Spec.BuildSystemMessage() != r.PromptBody {
+		return Materialized{}, failed("rebuilt prompt for %q differs from the resolved prompt_body", r.Identity.Name)
+	}
 	return m, nil
-}
-
-// MaterializeSystemMessage is Materialize(r, preamble).SystemMessage, with
-// the same error, for a caller that needs only the system message: it runs
-// every check Materialize runs but builds neither the AgentSpec nor the
-// envelope, so it allocates only the message (none when lion_system is
-// off or the preamble is empty).
-func MaterializeSystemMessage(r *resolve.ResolvedAgentSpec, preamble string) (string, error) {
-	if err := check(r); err != nil {
-		return "", err
-	}
-	return SystemMessage(preamble, r.LionSystem, r.PromptBody), nil
-}
-
-// MaterializeSystemMessageFrom is MaterializeSystemMessage(r, preamble)
-// for a caller that holds the message resolve.ResolveWithPreamble composed
-// with r: it runs the same checks and returns composed when it is exactly
-// the system message, building nothing; any other text is not trusted and
-// the message is built as MaterializeSystemMessage builds it.
-func MaterializeSystemMessageFrom(r *resolve.ResolvedAgentSpec, preamble, composed string) (string, error) {
-	if err := check(r); err != nil {
-		return "", err
-	}
-	if isSystemMessage(composed, preamble, r.LionSystem, r.PromptBody) {
-		return composed, nil
-	}
-	return SystemMessage(preamble, r.LionSystem, r.PromptBody), nil
-}
-
-// isSystemMessage reports whether msg == SystemMessage(preamble,
-// lionSystem, body) without building the right-hand side. When body is
-// msg's own tail, as ResolveWithPreamble makes it, comparing it is a
-// pointer check.
-func isSystemMessage(msg, preamble string, lionSystem bool, body string) bool {
-	head := resolve.MessageHead(preamble, lionSystem)
-	if head == "" {
-		return msg == body
-	}
-	n := len(head) + len(resolve.BlockSeparator)
-	return len(msg) == n+len(body) && strings.HasPrefix(msg, head) &&
-		strings.HasPrefix(msg[len(head):], resolve.BlockSeparator) && msg[n:] == body
 }
 
 // cloneStrings copies a slice, keeping nil (absent) apart from empty.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,22 +24,33 @@ type Config struct {
 	Backoff         []time.Duration
 	DuplicateWindow time.Duration
 	TasksMaxAge     time.Duration
-	Concurrency     int
+	// Concurrency is how many deliveries one worker runs at once, each
+	// owned by one goroutine from fetch to ack. A delivery spends most of
+	// its time waiting for the broker (look-up, PubAck, record), so this
+	// is far more than the CPUs: it is how many round trips overlap.
+	Concurrency int
 	// MaxAckPending bounds unacknowledged tasks on the shared consumer:
 	// the whole fleet's, so it is the broker's safety limit, not one
 	// worker's (0 = 1000, JetStream's own default, or more when one
 	// worker's window below would not fit twice).
 	MaxAckPending int
-	// MaxInFlight bounds the tasks one worker holds past its fetch buffer:
-	// being processed, or published and waiting for the PubAck that lets
-	// them be acked (0 = the larger of 256 and 16 × Concurrency).
-	// Publishing is asynchronous, so this, not Concurrency, is how many
-	// broker round trips overlap; `worker bench` at concurrency 4 gave
-	// about 15k tasks/s with 64 or 128 and 19k with 256 or 512.
-	MaxInFlight int
 	// FetchBatch is how many messages the pull iterator asks for at once
-	// and keeps buffered (0 = the larger of 64 and 8 × Concurrency).
+	// and keeps buffered (0 = Concurrency / 2, at least 64).
 	FetchBatch int
+	// RetryFor is how long one delivery retries a transient broker fault
+	// (a publish, look-up or record that fails or gets no answer) in place,
+	// keeping its task alive, before it gives the task back with a nak
+	// and so spends a delivery. It covers a leader election, so that a
+	// broker that recovers within it never costs a delivery (0 = 30 s).
+	RetryFor time.Duration
+	// IdempotencyHorizon is how long the outcome of a CloudEvent (source,
+	// id) is remembered in OutcomesBucket: the same event sent again within
+	// it gets no second outcome, even after the duplicate window and a
+	// configuration change (0 = DefaultIdempotencyHorizon; IdempotencyOff
+	// turns the store off, leaving the duplicate window alone).
+	IdempotencyHorizon time.Duration
+	// OutcomesBucket is the KV bucket of the idempotency store.
+	OutcomesBucket string
 	// CreateStreams creates missing streams and consumers; when false the
 	// worker requires them to exist.
 	CreateStreams bool
@@ -53,24 +63,35 @@ type Config struct {
 	DataSchemaBase string
 }
 
+// DefaultIdempotencyHorizon is how long an outcome is remembered by
+// default: a day of re-sends, at about 150 bytes per task.
+const DefaultIdempotencyHorizon = 24 * time.Hour
+
+// IdempotencyOff as Config.IdempotencyHorizon turns the idempotency store
+// off (rolecall.yaml and the flags write it as 0).
+const IdempotencyOff time.Duration = -1
+
 // DefaultConfig returns the defaults documented in docs/EVENTS.md.
 func DefaultConfig() Config {
 	return Config{
-		Prefix:          "rolecall",
-		TasksStream:     "ROLECALL_TASKS",
-		SpecsStream:     "ROLECALL_SPECS",
-		DeadLetter:      "ROLECALL_DEADLETTER",
-		Consumer:        "rolecall-workers",
-		Replicas:        1,
-		MaxDeliver:      5,
-		AckWait:         30 * time.Second,
-		Backoff:         []time.Duration{250 * time.Millisecond, time.Second, 5 * time.Second, 15 * time.Second},
-		DuplicateWindow: 10 * time.Minute,
-		TasksMaxAge:     7 * 24 * time.Hour,
-		Concurrency:     4 * runtime.GOMAXPROCS(0),
-		CreateStreams:   true,
-		FleetSource:     "rolecall",
-		DataSchemaBase:  "https://rolecall.dev/schema/",
+		Prefix:             "rolecall",
+		TasksStream:        "ROLECALL_TASKS",
+		SpecsStream:        "ROLECALL_SPECS",
+		DeadLetter:         "ROLECALL_DEADLETTER",
+		Consumer:           "rolecall-workers",
+		Replicas:           1,
+		MaxDeliver:         5,
+		AckWait:            30 * time.Second,
+		Backoff:            []time.Duration{250 * time.Millisecond, time.Second, 5 * time.Second, 15 * time.Second},
+		DuplicateWindow:    10 * time.Minute,
+		TasksMaxAge:        7 * 24 * time.Hour,
+		Concurrency:        128,
+		RetryFor:           30 * time.Second,
+		IdempotencyHorizon: DefaultIdempotencyHorizon,
+		OutcomesBucket:     "ROLECALL_OUTCOMES",
+		CreateStreams:      true,
+		FleetSource:        "rolecall",
+		DataSchemaBase:     "https://rolecall.dev/schema/",
 	}
 }
 
@@ -88,6 +109,7 @@ func (c Config) withDefaults() Config {
 	set(&c.DeadLetter, d.DeadLetter)
 	set(&c.Consumer, d.Consumer)
 	set(&c.FleetSource, d.FleetSource)
+	set(&c.OutcomesBucket, d.OutcomesBucket)
 	set(&c.DataSchemaBase, d.DataSchemaBase)
 	if c.Replicas <= 0 {
 		c.Replicas = d.Replicas
@@ -110,14 +132,17 @@ func (c Config) withDefaults() Config {
 	if c.Concurrency <= 0 {
 		c.Concurrency = d.Concurrency
 	}
-	if c.MaxInFlight <= 0 {
-		c.MaxInFlight = max(256, 16*c.Concurrency)
+	if c.RetryFor <= 0 {
+		c.RetryFor = d.RetryFor
+	}
+	if c.IdempotencyHorizon == 0 {
+		c.IdempotencyHorizon = d.IdempotencyHorizon
 	}
 	if c.FetchBatch <= 0 {
-		c.FetchBatch = max(64, 8*c.Concurrency)
+		c.FetchBatch = max(64, c.Concurrency/2)
 	}
 	if c.MaxAckPending <= 0 {
-		c.MaxAckPending = max(1000, 2*(c.MaxInFlight+c.FetchBatch))
+		c.MaxAckPending = max(1000, 2*(c.Concurrency+c.FetchBatch))
 	}
 	return c
 }
@@ -126,12 +151,16 @@ func (c Config) withDefaults() Config {
 // configuration New and Ensure actually use.
 func (c Config) WithDefaults() Config { return c.withDefaults() }
 
+// Idempotent reports whether the idempotency store is on.
+func (c Config) Idempotent() bool { return c.withDefaults().IdempotencyHorizon > 0 }
+
 // RequiredDuplicateWindow is the smallest duplicate window that still
-// catches a redelivered task's second outcome: every delivery may wait
-// ack_wait, and every nak waits its backoff (DESIGN.md §6).
+// catches a redelivered task's second outcome: every delivery may retry in
+// place for RetryFor and then wait ack_wait, and every nak waits its
+// backoff (docs/EVENTS.md).
 func (c Config) RequiredDuplicateWindow() time.Duration {
 	c = c.withDefaults()
-	total := time.Duration(c.MaxDeliver) * c.AckWait
+	total := time.Duration(c.MaxDeliver) * (c.AckWait + c.RetryFor)
 	for i := 0; i < c.MaxDeliver; i++ {
 		total += c.backoff(i + 1)
 	}
@@ -224,6 +253,11 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Co
 		AckPolicy: jetstream.AckExplicitPolicy,
 		AckWait:   c.AckWait,
 		Replicas:  c.Replicas,
+	}
+	if c.Idempotent() {
+		if err := ensureOutcomes(ctx, js, c); err != nil {
+			return nil, err
+		}
 	}
 	if c.CreateStreams {
 		if _, err := js.CreateOrUpdateConsumer(ctx, c.DeadLetter, dl); err != nil {

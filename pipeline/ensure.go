@@ -33,7 +33,7 @@ func EnsureRetry(ctx context.Context, js jetstream.JetStream, c Config, log *slo
 		if err == nil || !jetStreamUnavailable(ctx, err) {
 			return cons, err
 		}
-		log.WarnContext(ctx, "JetStream is not available yet; retrying", "attempt", attempt, "retry_in", delay, "error", err)
+		log.WarnContext(ctx, "JetStream is not available yet; retrying", "attempt", attempt, "retry_in", delay.String(), "error", err)
 		select {
 		case <-ctx.Done():
 			return nil, err

@@ -50,30 +50,34 @@ func (noObserver) StageEnd(resolve.Stage, error) {}
 // Handle runs discover → resolve → materialize for one decoded task
 // against one snapshot. It does no I/O (the snapshot is in memory), so the
 // worker and the offline `worker resolve` share it and give the same answer.
-//
-// The outcome is read-only: its resolved spec shares lists and maps with
-// the snapshot and the task (resolve.ResolveShared), as Inputs does, and
-// — finished from a plan (HandleIn) — with the plan and the earlier task
-// it was made for, so modifying it would change the configuration every
-// later task resolves against. ResolvedAgentSpec.Clone gives a copy to
-// change.
+// The outcome carries its decision record (NewDecision); the encoder
+// fills its id and worker version.
 func Handle(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, observe Observer) Outcome {
-	return HandleIn(nil, nil, snap, task, ref, observe)
+	return handle(snap, task, ref, observe, false)
 }
 
-// HandleIn is Handle with the prompt text carved from arena and the
-// resolution finished from a plan in plans (each when not nil; see
-// resolve.TextArena and Plans): the worker gives each processing
-// goroutine one of each. The outcome is Handle's either way, except that
-// one finished from a plan may keep the task's extra prompt apart
-// (events.ResolvedData.PromptTail): its Resolved.Complete() is Handle's.
-// The outcome's encoding is the same.
-func HandleIn(arena *resolve.TextArena, plans *Plans, snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, observe Observer) Outcome {
+// HandleExplained is Handle with the resolver asked to record each field's
+// candidates (resolve.Inputs.Explain), so the resolved spec carries the
+// chains that decided it: explain output comes from the run that decided,
+// not from a second look.
+func HandleExplained(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, observe Observer) Outcome {
+	return handle(snap, task, ref, observe, true)
+}
+
+func handle(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, observe Observer, explain bool) Outcome {
+	out := decide(snap, task, ref, observe, explain)
+	inputs := decisionInputs(snap, &task, ref, &out)
+	if out.Resolved != nil {
+		out.Resolved.Decision = NewDecision(snap, &task, inputs, &out.Resolved.PromptBody)
+	} else {
+		out.Failure.Decision = NewDecision(snap, &task, inputs, nil)
+	}
+	return out
+}
+
+func decide(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef, observe Observer, explain bool) Outcome {
 	if observe == nil {
 		observe = noObserver{}
-	}
-	if plans != nil {
-		plans.used = nil
 	}
 	out := Outcome{Role: task.Role, Ref: ref, SnapshotDigest: snap.Digest}
 	if task.Pack != nil {
@@ -91,27 +95,11 @@ func HandleIn(arena *resolve.TextArena, plans *Plans, snap *discover.Snapshot, t
 	if in.Pack != nil {
 		out.Pack = in.Pack.Name
 	}
+	in.Explain = explain
 	out.Inputs = in
 
 	observe.StageStart(resolve.StageResolve)
-	// The system message is composed with the prompt body, in one
-	// allocation: the outcome carries both.
-	var plan *resolve.Plan
-	var spec resolve.ResolvedAgentSpec
-	var composed, tail string
-	if plans != nil {
-		if plans.used = plans.plan(snap, ref, in); plans.used != nil {
-			plan = plans.used.plan
-		}
-	}
-	switch {
-	case plan != nil && plans.used.apart:
-		spec, composed, tail, err = plan.ResolveApart(in.Task.ExtraPrompt, arena)
-	case plan != nil:
-		spec, composed, err = plan.Resolve(in.Task.ExtraPrompt, arena)
-	default:
-		spec, composed, err = resolve.ResolveShared(ref, in, snap.Preamble, arena)
-	}
+	spec, err := resolve.Resolve(ref, in)
 	observe.StageEnd(resolve.StageResolve, err)
 	if err != nil {
 		out.Failure = FailureFrom(&taskID, resolve.StageResolve, err)
@@ -119,32 +107,17 @@ func HandleIn(arena *resolve.TextArena, plans *Plans, snap *discover.Snapshot, t
 	}
 
 	observe.StageStart(resolve.StageMaterialize)
-	// Only the system message goes into the outcome, so the AgentSpec and
-	// run envelope are not built; the checks are Materialize's, and the
-	// composed message is used only once it is shown to be the right one.
-	msg := composed
-	if tail == "" {
-		msg, err = materialize.MaterializeSystemMessageFrom(&spec, snap.Preamble, composed)
-	}
-	// else the plan's result without the tail passed these checks when the
-	// plan was made (apartChecked), and the tail is one more block.
+	msg, err := materialize.SystemMessage(&spec, snap.Preamble)
 	observe.StageEnd(resolve.StageMaterialize, err)
 	if err != nil {
 		out.Failure = FailureFrom(&taskID, resolve.StageMaterialize, err)
 		return out
 	}
-	var digest string
-	if plan != nil {
-		digest = plan.InputsDigest(in.Task.ExtraPrompt)
-	} else {
-		digest = resolve.InputsDigest(ref, in)
-	}
 	out.Resolved = &events.ResolvedData{
 		TaskID:            taskID,
 		ResolvedAgentSpec: spec,
 		SystemMessage:     msg,
-		InputsDigest:      digest,
-		PromptTail:        tail,
+		InputsDigest:      resolve.InputsDigest(ref, in),
 	}
 	return out
 }
@@ -200,7 +173,7 @@ func FailureFrom(taskID *string, stage resolve.Stage, err error) *events.Failure
 	if f.Message == "" {
 		f.Message = err.Error()
 	}
-	// The stage is a property of the code (DESIGN.md §4): a resolver code
+	// The stage is a property of the code (docs/CONFIG.md): a resolver code
 	// that Snapshot.Inputs returns (external_profile_missing) is still a
 	// resolve-stage failure, and task_invalid is always decode.
 	f.Stage = f.Code.Stage()

@@ -3,8 +3,10 @@ package pipeline_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/rolecall/rolecall/events"
 	"github.com/rolecall/rolecall/internal/natstest"
 	"github.com/rolecall/rolecall/pipeline"
+	"github.com/rolecall/rolecall/resolve"
 )
 
 // The worker hands an outcome's body back to its pool as soon as
@@ -97,5 +100,81 @@ func TestOutcomeWithoutStreamIsRedelivered(t *testing.T) {
 	}
 	if data.TaskID != "T-2" || data.Identity.Name != "critic" {
 		t.Errorf("outcome of %s is for task %q, role %q; want T-2, critic", second, data.TaskID, data.Identity.Name)
+	}
+}
+
+// TestPoisonOutcomeDoesNotStallOthers: one task whose outcome no stream
+// takes (its subject is bound to none) and one whose outcome is over the
+// server's max payload, among 1,000 others. The others all get their
+// outcomes while the first is still retrying its publish in place, so no
+// delivery waits on another; the oversize one gets its typed failure and
+// the unpublishable one, once its deliveries are spent, its dead-letter
+// outcome: exactly one outcome each.
+func TestPoisonOutcomeDoesNotStallOthers(t *testing.T) {
+	cfg := testConfig()
+	cfg.Concurrency = 32
+	cfg.MaxDeliver = 2
+	cfg.RetryFor = 3 * time.Second
+	cfg.MaxDataBytes = 900 << 10
+	cfg.DuplicateWindow = cfg.RequiredDuplicateWindow() + time.Minute
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The specs stream takes failures and architects' outcomes only.
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{
+		Name: cfg.SpecsStream, Subjects: []string{"rolecall.specs.failed.>", "rolecall.specs.resolved.architect"},
+		Duplicates: cfg.DuplicateWindow,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pipeline.Ensure(context.Background(), js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, nc: nc, js: js, cfg: cfg}
+	var poisonAttempts, poisonGaveUp atomic.Int32
+	h.start(loadSource(t, emptyRoot(t)), pipeline.Options{Hooks: pipeline.Hooks{
+		BeforePublish: func(_ context.Context, o *pipeline.Outcome, delivery uint64) error {
+			if o.Resolved != nil && o.Resolved.TaskID == "T-poison" {
+				poisonAttempts.Add(1)
+				if delivery > 1 {
+					poisonGaveUp.Store(1) // its first delivery ran out of retries
+				}
+			}
+			return nil
+		},
+	}})
+	poison := h.submit(`{"task_id":"T-poison","role":"critic"}`, false)
+	for poisonAttempts.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	huge := h.submit(`{"task_id":"T-huge","role":"architect","overrides":{"extra_prompt":"`+strings.Repeat("z", 400<<10)+`"}}`, false)
+	ids := []string{poison, huge}
+	for i := range 1000 {
+		ids = append(ids, h.submit(fmt.Sprintf(`{"task_id":"T-%d","role":"architect"}`, i), i%2 == 0))
+	}
+	h.waitOutcomes(1001, 60*time.Second)
+	if poisonGaveUp.Load() != 0 {
+		t.Errorf("the other tasks finished only after the poison task's first delivery gave up")
+	}
+	outs := h.waitOutcomes(1002, 60*time.Second)
+	exactlyOnce(t, ids, outs)
+	for _, o := range outs {
+		switch causation(o.ev) {
+		case poison:
+			if f := failureOf(t, o.ev); f.Code != resolve.CodeDeliveryExhausted {
+				t.Errorf("poison task: %s, want delivery_exhausted", f.Code)
+			}
+		case huge:
+			if f := failureOf(t, o.ev); f.Code != resolve.CodeMaterializeFailed || f.Details["reason"] != "outcome_too_large" {
+				t.Errorf("oversize task: %s %v, want materialize_failed/outcome_too_large", f.Code, f.Details)
+			}
+		default:
+			if o.ev.Type() != events.TypeSpecResolved {
+				t.Errorf("task %s: %s, want resolved", o.ev.Subject(), o.ev.Type())
+			}
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -261,6 +262,29 @@ func byTrace(spans []sdktrace.ReadOnlySpan) map[trace.TraceID][]sdktrace.ReadOnl
 }
 
 // attrs is a span's attributes as strings (every rolecall attribute is one).
+// conventions adds to want the OpenTelemetry messaging attributes a span
+// of kind op (telemetry.OperationProcess or OperationSend) must carry on
+// the rig's server: operation type and name, the consumer group of a
+// consumer span, and server.address/server.port.
+func (r *telRig) conventions(want map[string]string, op string) map[string]string {
+	u, err := url.Parse(r.js.Conn().ConnectedUrl())
+	if err != nil {
+		r.tb.Fatal(err)
+	}
+	want[telemetry.AttrServerAddress] = u.Hostname()
+	want[telemetry.AttrServerPort] = u.Port()
+	want[telemetry.AttrMessagingOperationType] = op
+	if op == telemetry.OperationProcess {
+		want[telemetry.AttrMessagingOperationName] = telemetry.OperationProcess
+		want[telemetry.AttrMessagingConsumerGroup] = r.cfg.Consumer
+	} else {
+		want[telemetry.AttrMessagingOperationName] = telemetry.OperationPublish
+		want[telemetry.AttrEventSource] = "rolecall"
+		want[telemetry.AttrMessagingMessageID] = want[telemetry.AttrEventID]
+	}
+	return want
+}
+
 func attrs(s sdktrace.ReadOnlySpan) map[string]string {
 	m := map[string]string{}
 	for _, kv := range s.Attributes() {
@@ -314,7 +338,7 @@ func trees(t *testing.T, spans []sdktrace.ReadOnlySpan) (out []spanTree, loose [
 	return out, loose
 }
 
-// checkTree asserts the shape DESIGN.md §8 gives one delivery: a consumer
+// checkTree asserts the shape docs/OPERATIONS.md gives one delivery: a consumer
 // span whose parent is want (none when want is invalid), with exactly the
 // children named, in that order, each inside the process span and after
 // the previous one, rolecall.publish a producer and the stages internal.
@@ -496,10 +520,12 @@ func TestTraceTree(t *testing.T) {
 			}
 			out := outs[ids[i]]
 			data := resolvedData(t, out)
-			wantAttrs := map[string]string{
+			wantAttrs := r.conventions(map[string]string{
 				telemetry.AttrMessagingSystem:      "nats",
 				telemetry.AttrMessagingDestination: "rolecall.tasks.test",
 				telemetry.AttrEventID:              ids[i],
+				telemetry.AttrMessagingMessageID:   ids[i],
+				telemetry.AttrEventSource:          "test",
 				telemetry.AttrEventType:            events.TypeTaskAssigned,
 				telemetry.AttrTaskID:               fmt.Sprintf("T-%d", i),
 				telemetry.AttrRole:                 "architect",
@@ -507,17 +533,17 @@ func TestTraceTree(t *testing.T) {
 				telemetry.AttrOutcome:              telemetry.OutcomeResolved,
 				telemetry.AttrSnapshotDigest:       src.snap.Digest,
 				telemetry.AttrInputsDigest:         data.InputsDigest,
-			}
+			}, telemetry.OperationProcess)
 			if diff := cmp.Diff(wantAttrs, attrs(st.proc)); diff != "" {
 				t.Errorf("process attributes (-want +got):\n%s", diff)
 			}
 			pub := st.kid(telemetry.SpanPublish)
-			wantPub := map[string]string{
+			wantPub := r.conventions(map[string]string{
 				telemetry.AttrMessagingSystem:      "nats",
 				telemetry.AttrMessagingDestination: "rolecall.specs.resolved.architect",
 				telemetry.AttrEventID:              out.ev.ID(),
 				telemetry.AttrEventType:            events.TypeSpecResolved,
-			}
+			}, telemetry.OperationSend)
 			if diff := cmp.Diff(wantPub, attrs(pub)); diff != "" {
 				t.Errorf("publish attributes (-want +got):\n%s", diff)
 			}
@@ -568,7 +594,8 @@ func TestTraceFailures(t *testing.T) {
 			spans: []string{telemetry.SpanDecode, telemetry.SpanPublish},
 			// The attributes report what the message carried, even the type
 			// that made it invalid.
-			attrs: map[string]string{telemetry.AttrEventID: "x-1", telemetry.AttrEventType: "com.example.other", telemetry.AttrTaskID: "F-1"}},
+			attrs: map[string]string{telemetry.AttrEventID: "x-1", telemetry.AttrMessagingMessageID: "x-1", telemetry.AttrEventSource: "test",
+				telemetry.AttrEventType: "com.example.other", telemetry.AttrTaskID: "F-1"}},
 		{name: "event_invalid malformed", raw: func() (nats.Header, []byte) {
 			return structured(), []byte(`{"specversion":"1.0",`)
 		}, code: "event_invalid", stage: telemetry.SpanDecode,
@@ -622,14 +649,17 @@ func TestTraceFailures(t *testing.T) {
 			if got := st.proc.Status(); got.Code != codes.Error || got.Description != c.code {
 				t.Errorf("process status %v, want Error %q", got, c.code)
 			}
-			want := map[string]string{
+			want := r.conventions(map[string]string{
 				telemetry.AttrMessagingSystem:      "nats",
 				telemetry.AttrMessagingDestination: "rolecall.tasks.test",
 				telemetry.AttrOutcome:              telemetry.OutcomeFailed,
 				telemetry.AttrErrorCode:            c.code,
-			}
+				telemetry.AttrErrorType:            c.code,
+			}, telemetry.OperationProcess)
 			if id, ok := ids[i]; ok {
 				want[telemetry.AttrEventID] = id
+				want[telemetry.AttrMessagingMessageID] = id
+				want[telemetry.AttrEventSource] = "test"
 				want[telemetry.AttrEventType] = events.TypeTaskAssigned
 				want[telemetry.AttrTaskID] = fmt.Sprintf("F-%d", i)
 			}
@@ -654,12 +684,12 @@ func TestTraceFailures(t *testing.T) {
 					if !ok {
 						t.Fatal("no outcome carries the task's trace id")
 					}
-					wantPub := map[string]string{
+					wantPub := r.conventions(map[string]string{
 						telemetry.AttrMessagingSystem:      "nats",
 						telemetry.AttrMessagingDestination: "rolecall.specs.failed." + c.code,
 						telemetry.AttrEventID:              out.ev.ID(),
 						telemetry.AttrEventType:            events.TypeSpecFailed,
-					}
+					}, telemetry.OperationSend)
 					if diff := cmp.Diff(wantPub, a); diff != "" {
 						t.Errorf("publish attributes (-want +got):\n%s", diff)
 					}
@@ -677,16 +707,16 @@ func TestTraceFailures(t *testing.T) {
 	}
 }
 
-// TestTraceTransientRetry: a transient fault ends the delivery's process
-// span with error status and outcome retry, without a publish span; the
-// redelivery is a second process span under the same parent, and the
-// outcome's traceparent is its publish span.
+// TestTraceTransientRetry: a transient fault that outlasts the delivery's
+// retries in place ends its process span with error status and outcome
+// retry, its publish span failed; the redelivery is a second process span
+// under the same parent, and the outcome's traceparent is its publish
+// span.
 func TestTraceTransientRetry(t *testing.T) {
 	r := newTelRig(t, telConfig())
 	opt := r.options()
-	var failed atomic.Bool
-	opt.Hooks.BeforePublish = func(context.Context, *pipeline.Outcome) error {
-		if failed.CompareAndSwap(false, true) {
+	opt.Hooks.BeforePublish = func(_ context.Context, _ *pipeline.Outcome, delivery uint64) error {
+		if delivery == 1 {
 			return errors.New("injected transient fault")
 		}
 		return nil
@@ -700,11 +730,14 @@ func TestTraceTransientRetry(t *testing.T) {
 	}
 	parent := remote(traceID(7), spanID(7))
 	first, second := ts[0], ts[1]
-	checkTree(t, first, parent, telemetry.SpanDecode, telemetry.SpanDiscover, telemetry.SpanResolve, telemetry.SpanMaterialize)
-	checkTree(t, second, parent, telemetry.SpanDecode, telemetry.SpanDiscover, telemetry.SpanResolve,
-		telemetry.SpanMaterialize, telemetry.SpanPublish)
-	if got := first.proc.Status(); got.Code != codes.Error || got.Description != "transient: injected transient fault" {
-		t.Errorf("first delivery status %v, want Error \"transient: injected transient fault\"", got)
+	stages := []string{telemetry.SpanDecode, telemetry.SpanDiscover, telemetry.SpanResolve, telemetry.SpanMaterialize, telemetry.SpanPublish}
+	checkTree(t, first, parent, stages...)
+	checkTree(t, second, parent, stages...)
+	if got := first.proc.Status(); got.Code != codes.Error || !strings.HasPrefix(got.Description, "transient: publish: injected transient fault") {
+		t.Errorf("first delivery status %v, want Error \"transient: publish: injected transient fault …\"", got)
+	}
+	if got := first.kid(telemetry.SpanPublish).Status(); got.Code != codes.Error {
+		t.Errorf("first delivery's publish span status %v, want Error", got)
 	}
 	if ev := first.proc.Events(); len(ev) != 1 || ev[0].Name != "exception" {
 		t.Errorf("first delivery events %v, want one exception", ev)
@@ -722,6 +755,37 @@ func TestTraceTransientRetry(t *testing.T) {
 	checkOutcomeTrace(t, out, traceparent(traceID(7), second.kid(telemetry.SpanPublish).SpanContext().SpanID()), "")
 }
 
+// TestTraceTransientFaultRetriedInPlace: a fault that clears within
+// RetryFor costs no delivery: one process span, resolved, whose publish
+// span covers the failed attempt and the one that stored the outcome.
+func TestTraceTransientFaultRetriedInPlace(t *testing.T) {
+	r := newTelRig(t, telConfig())
+	opt := r.options()
+	var calls atomic.Int32
+	opt.Hooks.BeforePublish = func(context.Context, *pipeline.Outcome, uint64) error {
+		if calls.Add(1) == 1 {
+			return errors.New("injected transient fault")
+		}
+		return nil
+	}
+	r.start(context.Background(), telSnapshot(t, nil), opt)
+	r.publish(taskMsg{data: `{"task_id":"T-p","role":"critic"}`, header: traceparent(traceID(8), spanID(8))})
+	out := r.waitOutcomes(1)[0]
+	ts, loose := trees(t, byTrace(r.waitProcessSpans(1))[traceID(8)])
+	if len(ts) != 1 || len(loose) != 0 {
+		t.Fatalf("%d process spans and %d other spans, want 1 and 0", len(ts), len(loose))
+	}
+	checkTree(t, ts[0], remote(traceID(8), spanID(8)), telemetry.SpanDecode, telemetry.SpanDiscover, telemetry.SpanResolve,
+		telemetry.SpanMaterialize, telemetry.SpanPublish)
+	if got := attrs(ts[0].proc)[telemetry.AttrOutcome]; got != telemetry.OutcomeResolved {
+		t.Errorf("outcome %q, want resolved", got)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("%d publish attempts, want 2", n)
+	}
+	checkOutcomeTrace(t, out, traceparent(traceID(8), ts[0].kid(telemetry.SpanPublish).SpanContext().SpanID()), "")
+}
+
 // TestTraceDeliveryExhausted: the dead-letter handler's delivery_exhausted
 // outcome stays in the task's trace: its publish span's parent is the
 // task's incoming context, next to the failed deliveries.
@@ -730,7 +794,7 @@ func TestTraceDeliveryExhausted(t *testing.T) {
 	cfg.MaxDeliver = 2
 	r := newTelRig(t, cfg)
 	opt := r.options()
-	opt.Hooks.BeforePublish = func(context.Context, *pipeline.Outcome) error { return errors.New("always down") }
+	opt.Hooks.BeforePublish = func(context.Context, *pipeline.Outcome, uint64) error { return errors.New("always down") }
 	r.start(context.Background(), telSnapshot(t, nil), opt)
 	r.publish(taskMsg{data: `{"task_id":"T-dl","role":"critic"}`, ext: traceparent(traceID(9), spanID(9)), binary: true})
 	out := r.waitOutcomes(1)[0]
@@ -831,9 +895,8 @@ func TestMetricsMixedBatch(t *testing.T) {
 	reader, inst := manualInstruments(t)
 	opt := r.options()
 	opt.Instruments = inst
-	var retried atomic.Bool
-	opt.Hooks.BeforePublish = func(_ context.Context, o *pipeline.Outcome) error {
-		if o.Resolved != nil && o.Resolved.TaskID == "X" && retried.CompareAndSwap(false, true) {
+	opt.Hooks.BeforePublish = func(_ context.Context, o *pipeline.Outcome, delivery uint64) error {
+		if o.Resolved != nil && o.Resolved.TaskID == "X" && delivery == 1 {
 			return errors.New("injected transient fault")
 		}
 		return nil
@@ -908,7 +971,7 @@ func TestMetricsMixedBatch(t *testing.T) {
 		telemetry.StageDiscover:    8,  // not the 3 decode failures
 		telemetry.StageResolve:     7,  // not pack_not_found
 		telemetry.StageMaterialize: 5,  // the 4 resolved tasks and X's first delivery
-		telemetry.StagePublish:     10, // one per outcome; X's first delivery never published
+		telemetry.StagePublish:     11, // one per delivery; X's first one failed
 	}
 	if diff := cmp.Diff(wantStages, stages); diff != "" {
 		t.Errorf("rolecall.stage.duration counts by stage (-want +got):\n%s", diff)
@@ -935,7 +998,7 @@ func TestMetricsInflight(t *testing.T) {
 	opt := r.options()
 	opt.Instruments = inst
 	held, release := make(chan string, 2), make(chan struct{})
-	opt.Hooks.BeforePublish = func(_ context.Context, o *pipeline.Outcome) error {
+	opt.Hooks.BeforePublish = func(_ context.Context, o *pipeline.Outcome, _ uint64) error {
 		if o.Resolved != nil {
 			held <- o.Resolved.TaskID
 			<-release
@@ -1088,9 +1151,8 @@ func TestLogsCarryTraceAndTask(t *testing.T) {
 				opt.TracerProvider = nil // the runner's no-op default
 			}
 			opt.Logger = telemetry.NewLogger(&buf, slog.LevelDebug, true)
-			var retried atomic.Bool
-			opt.Hooks.BeforePublish = func(_ context.Context, o *pipeline.Outcome) error {
-				if o.Resolved != nil && o.Resolved.TaskID == "L-retry" && retried.CompareAndSwap(false, true) {
+			opt.Hooks.BeforePublish = func(_ context.Context, o *pipeline.Outcome, delivery uint64) error {
+				if o.Resolved != nil && o.Resolved.TaskID == "L-retry" && delivery == 1 {
 					return errors.New("injected transient fault")
 				}
 				return nil
@@ -1116,11 +1178,22 @@ func TestLogsCarryTraceAndTask(t *testing.T) {
 			r.waitOutcomes(len(tasks))
 			stop()
 
-			// The process spans of each task (several for L-retry).
+			// The spans of each task's deliveries (several for L-retry): a
+			// line about a stage may carry that stage's span.
 			procSpans := map[string][]string{}
-			for _, s := range r.rec.Ended() {
+			taskOf := map[trace.SpanID]string{}
+			ended := r.rec.Ended()
+			for _, s := range ended {
 				if s.Name() == telemetry.SpanProcess {
-					id := attrs(s)[telemetry.AttrTaskID]
+					taskOf[s.SpanContext().SpanID()] = attrs(s)[telemetry.AttrTaskID]
+				}
+			}
+			for _, s := range ended {
+				id, ok := taskOf[s.SpanContext().SpanID()]
+				if !ok {
+					id, ok = taskOf[s.Parent().SpanID()]
+				}
+				if ok {
 					procSpans[id] = append(procSpans[id], s.SpanContext().TraceID().String()+"/"+s.SpanContext().SpanID().String())
 				}
 			}
@@ -1141,7 +1214,7 @@ func TestLogsCarryTraceAndTask(t *testing.T) {
 				switch {
 				case traced:
 					if !hasTID || !hasSID || !slices.Contains(procSpans[id], tid+"/"+sid) {
-						t.Errorf("%q line for %s has trace %q span %q, want one of its process spans %v", msg, id, tid, sid, procSpans[id])
+						t.Errorf("%q line for %s has trace %q span %q, want one of its deliveries' spans %v", msg, id, tid, sid, procSpans[id])
 					}
 					if id != "L-none" && tid != traceID(i).String() {
 						t.Errorf("%q line for %s has trace %q, want the incoming %s", msg, id, tid, traceID(i))
@@ -1166,7 +1239,7 @@ func TestLogsCarryTraceAndTask(t *testing.T) {
 }
 
 // With tracing off (the no-op default) the worker starts no spans, yet an
-// outcome still carries its task's incoming trace context (DESIGN.md §6):
+// outcome still carries its task's incoming trace context (docs/EVENTS.md):
 // from the header, from the CloudEvents extension when the header has
 // none, and nothing for a traceless task.
 func TestOutcomeTraceWithTracingOff(t *testing.T) {

@@ -31,7 +31,14 @@ func writeFile(t testing.TB, path, content string) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+	// Renamed over the old file, as an editor or a config sync does: a
+	// worker's watcher that sweeps while a file is written in place can
+	// serve it half written (or briefly missing) until its next sweep.
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -53,18 +60,21 @@ func (c *client) updateSpecs(change func(*jetstream.StreamConfig)) {
 }
 
 // TestOutcomeStreamRefusesPublishes: ROLECALL_SPECS is set to max_msgs 1
-// with discard new, so every outcome publish is refused. The tasks in
-// flight are nak'ed and retried with backoff, again and again; nothing is
-// acknowledged while no outcome can be stored. When the limit is raised,
+// with discard new, so every outcome publish is refused. Each delivery
+// retries in place for --retry-for (1 s here), then the task is nak'ed
+// and retried with backoff, again and again; nothing is acknowledged
+// while no outcome can be stored. When the limit is raised,
 // every task (those retried and those still queued behind them) ends with
 // exactly one outcome, and none went to the dead-letter path.
 func TestOutcomeStreamRefusesPublishes(t *testing.T) {
-	const tasks, concurrency = 200, 4
+	// Every task out at once has a runner of its own: a delivery holds its
+	// runner while it retries in place.
+	const tasks, concurrency = 200, 256
 	srv := startNATS(t, "")
 	root := openDir(t)
 	writeFile(t, filepath.Join(root, "rolecall.yaml"), "nats:\n  backoff: [100ms]\n")
 	c := connect(t, srv.url())
-	w := startWorker(t, srv.url(), root, workerOpts{args: []string{"--ack-wait", "2s", "--max-deliver", "50",
+	w := startWorker(t, srv.url(), root, workerOpts{args: []string{"--ack-wait", "2s", "--max-deliver", "50", "--retry-for", "1s",
 		"--concurrency", fmt.Sprint(concurrency), "--log-level", "warn"}})
 	acks := c.watchAcks(defaults.TasksStream, defaults.Consumer)
 
@@ -184,7 +194,8 @@ func runSlowStage(t *testing.T, maxAckPending int) slowStats {
 	cfg.AckWait = 1500 * time.Millisecond
 	cfg.MaxDeliver = 3
 	cfg.Backoff = []time.Duration{50 * time.Millisecond}
-	cfg.DuplicateWindow = time.Minute
+	cfg.RetryFor = time.Second
+	cfg.DuplicateWindow = cfg.RequiredDuplicateWindow() + time.Minute
 	cfg.Concurrency = 4
 	cfg.MaxAckPending = maxAckPending
 	src, err := discover.NewSource(t.TempDir(), discover.Options{ReloadInterval: time.Second}, nil)
@@ -211,7 +222,7 @@ func runSlowStage(t *testing.T, maxAckPending int) slowStats {
 		}
 		w, err := pipeline.New(js, src, cfg, pipeline.Options{
 			Logger: slog.New(slog.DiscardHandler),
-			Hooks: pipeline.Hooks{BeforePublish: func(_ context.Context, o *pipeline.Outcome) error {
+			Hooks: pipeline.Hooks{BeforePublish: func(_ context.Context, o *pipeline.Outcome, _ uint64) error {
 				id := o.Resolved.TaskID
 				mu.Lock()
 				seen[id] = append(seen[id], o.Resolved)
@@ -330,7 +341,11 @@ func TestConfigRootFaults(t *testing.T) {
 	writeGood := func() string {
 		good++
 		model := fmt.Sprintf("good-model-%d", good)
-		_ = os.RemoveAll(pack)
+		// writeFile renames over the broken file; only a directory must
+		// go first, since rename cannot replace it.
+		if fi, err := os.Lstat(pack); err == nil && fi.IsDir() {
+			_ = os.RemoveAll(pack)
+		}
 		writeFile(t, pack, "roles:\n  architect:\n    model: "+model+"\n")
 		return model
 	}
@@ -339,60 +354,74 @@ func TestConfigRootFaults(t *testing.T) {
 	w := startWorker(t, srv.url(), root, workerOpts{cred: cred, args: []string{"--reload-interval", "50ms", "--log-level", "warn"}})
 	c := connect(t, srv.url())
 
+	// A fault of the pack file stays with that pack: the worker installs the
+	// new snapshot and stays ready, tasks selecting the pack fail with the
+	// typed problem, the other packs serve. A fault of the root (the packs
+	// directory, the root itself) keeps the last good snapshot instead.
 	cases := []struct {
 		name   string
 		break_ func(t *testing.T)
 		code   resolve.Code
 		msg    string
+		pack   bool // the fault is the pack's alone
 	}{
 		{"unreadable file", func(t *testing.T) {
 			if err := os.Chmod(pack, 0); err != nil {
 				t.Fatal(err)
 			}
-		}, resolve.CodePackInvalid, "permission denied"},
+		}, resolve.CodePackInvalid, "permission denied", true},
 		{"unreadable packs dir", func(t *testing.T) {
 			if err := os.Chmod(filepath.Dir(pack), 0); err != nil {
 				t.Fatal(err)
 			}
-		}, resolve.CodePackInvalid, "permission denied"},
+		}, resolve.CodePackInvalid, "permission denied", false},
 		{"unreadable config root", func(t *testing.T) {
 			if err := os.Chmod(root, 0); err != nil {
 				t.Fatal(err)
 			}
-		}, resolve.CodeConfigInvalid, "permission denied"},
+		}, resolve.CodeConfigInvalid, "permission denied", false},
 		{"FIFO", func(t *testing.T) {
 			mustRemove(t, pack)
 			if err := syscall.Mkfifo(pack, 0o644); err != nil {
 				t.Fatal(err)
 			}
-		}, resolve.CodePackInvalid, "not a regular file"},
+		}, resolve.CodePackInvalid, "not a regular file", true},
 		{"directory", func(t *testing.T) {
 			mustRemove(t, pack)
 			if err := os.Mkdir(pack, 0o755); err != nil {
 				t.Fatal(err)
 			}
-		}, resolve.CodePackInvalid, "not a regular file"},
+		}, resolve.CodePackInvalid, "not a regular file", true},
 		{"broken YAML", func(t *testing.T) {
 			writeFile(t, pack, "roles:\n  architect:\n    model: [unclosed\n")
-		}, resolve.CodePackInvalid, ""},
+		}, resolve.CodePackInvalid, "", true},
 		{"YAML bomb", func(t *testing.T) {
 			writeFile(t, pack, hostileFile(t, "billion-laughs.yaml"))
-		}, resolve.CodePackInvalid, "anchors"},
+		}, resolve.CodePackInvalid, "anchors", true},
 		{"100 MB file", func(t *testing.T) {
 			mustRemove(t, pack)
 			sparse(t, pack, 100<<20)
-		}, resolve.CodePackInvalid, "larger than"},
+		}, resolve.CodePackInvalid, "larger than", true},
 		{"symlink out of the root", func(t *testing.T) {
 			mustRemove(t, pack)
 			if err := os.Symlink(filepath.Join(outside, "stolen.yaml"), pack); err != nil {
 				t.Fatal(err)
 			}
-		}, resolve.CodePathEscape, ""},
+		}, resolve.CodePathEscape, "", true},
+		{"placeholder file is a FIFO", func(t *testing.T) {
+			fifo := filepath.Join(root, "prompts", "pipe.txt")
+			_ = os.Remove(fifo)
+			mkdir(t, filepath.Dir(fifo))
+			if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, pack, "roles:\n  architect:\n    model: x\n    authority: [\"${file:prompts/pipe.txt}\"]\n")
+		}, resolve.CodePlaceholderUnresolved, "not a regular file", true},
 		{"config root removed", func(t *testing.T) {
 			if err := os.Rename(root, root+".away"); err != nil {
 				t.Fatal(err)
 			}
-		}, resolve.CodeConfigInvalid, "no such file"},
+		}, resolve.CodeConfigInvalid, "no such file", false},
 	}
 	var peakKB int64
 	for i, tc := range cases {
@@ -402,23 +431,38 @@ func TestConfigRootFaults(t *testing.T) {
 			}
 			before := w.waitReady(10 * time.Second)
 			tc.break_(t)
-			r := w.waitReadiness(10*time.Second, "reporting "+string(tc.code), func(r readiness) bool {
-				return r.code == http.StatusServiceUnavailable && r.SnapshotError != nil && strings.Contains(*r.SnapshotError, string(tc.code))
-			})
-			if !strings.Contains(*r.SnapshotError, tc.msg) {
-				t.Errorf("snapshot_error %q does not say %q", *r.SnapshotError, tc.msg)
+			ids := func() []string {
+				return c.submitMany(fmt.Sprintf("cf%d", i), 20, func(j int) string {
+					return fmt.Sprintf(`{"task_id":"T-%d-%d","role":"architect","pack":"team"}`, i, j)
+				})
 			}
-			if r.Snapshot != before.Snapshot {
-				t.Errorf("snapshot changed from %s to %s on a broken root", before.Snapshot, r.Snapshot)
+			broken := before.Snapshot
+			if tc.pack {
+				broken = w.waitReadiness(10*time.Second, "ready with a new snapshot", func(r readiness) bool {
+					return r.code == http.StatusOK && r.SnapshotError == nil && r.Snapshot != before.Snapshot
+				}).Snapshot
+				// Each task selecting the broken pack gets its typed
+				// failure; the default pack still serves.
+				assertFailure(t, c, ids(), tc.code, tc.msg, root)
+				id := fmt.Sprintf("cf%d-default", i)
+				c.publishTask(id, fmt.Sprintf(`{"task_id":"T-%d-default","role":"architect"}`, i), false)
+				assertModel(t, c, []string{id}, "claude-opus-4-1", root)
+			} else {
+				r := w.waitReadiness(10*time.Second, "reporting "+string(tc.code), func(r readiness) bool {
+					return r.code == http.StatusServiceUnavailable && r.SnapshotError != nil && strings.Contains(*r.SnapshotError, string(tc.code))
+				})
+				if !strings.Contains(*r.SnapshotError, tc.msg) {
+					t.Errorf("snapshot_error %q does not say %q", *r.SnapshotError, tc.msg)
+				}
+				if r.Snapshot != before.Snapshot {
+					t.Errorf("snapshot changed from %s to %s on a broken root", before.Snapshot, r.Snapshot)
+				}
+				if !r.NATSConnected || !r.ConsumerBound {
+					t.Errorf("readiness %+v: the worker stopped consuming", r)
+				}
+				// The last good snapshot keeps answering, with the right model.
+				assertModel(t, c, ids(), model, root)
 			}
-			if !r.NATSConnected || !r.ConsumerBound {
-				t.Errorf("readiness %+v: the worker stopped consuming", r)
-			}
-			// The last good snapshot keeps answering, with the right model.
-			ids := c.submitMany(fmt.Sprintf("cf%d", i), 20, func(j int) string {
-				return fmt.Sprintf(`{"task_id":"T-%d-%d","role":"architect","pack":"team"}`, i, j)
-			})
-			assertModel(t, c, ids, model, root)
 
 			// Repair: put everything back, with a new model, and see it served.
 			_ = os.Rename(root+".away", root)
@@ -427,9 +471,10 @@ func TestConfigRootFaults(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			_ = os.Remove(filepath.Join(root, "prompts", "pipe.txt"))
 			model = writeGood()
-			r = w.waitReadiness(10*time.Second, "ready again", func(r readiness) bool {
-				return r.code == http.StatusOK && r.SnapshotError == nil && r.Snapshot != before.Snapshot
+			w.waitReadiness(10*time.Second, "ready again", func(r readiness) bool {
+				return r.code == http.StatusOK && r.SnapshotError == nil && r.Snapshot != before.Snapshot && r.Snapshot != broken
 			})
 			id := fmt.Sprintf("cf%d-fixed", i)
 			c.publishTask(id, fmt.Sprintf(`{"task_id":"T-%d-fixed","role":"architect","pack":"team"}`, i), false)
@@ -473,7 +518,38 @@ func sparse(t testing.TB, path string, size int64) {
 // assertModel waits for the outcomes of ids and checks each resolved
 // with model (the last good snapshot's); it also checks that no outcome
 // names a path outside the config root.
+// assertFailure waits for exactly one outcome per id and checks that each
+// is the typed failure code, at stage discover, saying msg.
+func assertFailure(t testing.TB, c *client, ids []string, code resolve.Code, msg, root string) {
+	t.Helper()
+	for id, o := range awaitOutcomes(t, c, ids) {
+		if o.ev.Type() != events.TypeSpecFailed {
+			t.Errorf("task %s: %s, want the failure %s", id, o.ev.Type(), code)
+			continue
+		}
+		if f := o.failure(t); f.Code != code || f.Stage != resolve.StageDiscover || !strings.Contains(f.Message, msg) {
+			t.Errorf("task %s: %s/%s %q, want discover/%s saying %q", id, f.Stage, f.Code, f.Message, code, msg)
+		}
+		assertNoHostPath(t, o.body, root)
+	}
+}
+
 func assertModel(t testing.TB, c *client, ids []string, model, root string) {
+	t.Helper()
+	for id, o := range awaitOutcomes(t, c, ids) {
+		if o.ev.Type() != events.TypeSpecResolved {
+			t.Errorf("task %s: %s %s", id, o.ev.Type(), o.ev.Data())
+			continue
+		}
+		if r := o.resolved(t); r.Model != model {
+			t.Errorf("task %s resolved with model %q, want %q (the last good snapshot's)", id, r.Model, model)
+		}
+		assertNoHostPath(t, o.body, root)
+	}
+}
+
+// awaitOutcomes waits until every id has its outcome and none has two.
+func awaitOutcomes(t testing.TB, c *client, ids []string) map[string]outcome {
 	t.Helper()
 	want := map[string]bool{}
 	for _, id := range ids {
@@ -498,14 +574,5 @@ func assertModel(t testing.TB, c *client, ids []string, model, root string) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	for id, o := range got {
-		if o.ev.Type() != events.TypeSpecResolved {
-			t.Errorf("task %s: %s %s", id, o.ev.Type(), o.ev.Data())
-			continue
-		}
-		if r := o.resolved(t); r.Model != model {
-			t.Errorf("task %s resolved with model %q, want %q (the last good snapshot's)", id, r.Model, model)
-		}
-		assertNoHostPath(t, o.body, root)
-	}
+	return got
 }

@@ -3,6 +3,7 @@ package reliability_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -153,6 +154,7 @@ func TestHostileFiles(t *testing.T) {
 			mustRemove(t, root)
 		}, code: resolve.CodeConfigInvalid, msg: "cannot open the config root"},
 	}
+	cases = append(cases, compositionCases(outside)...)
 	taskDir := t.TempDir()
 	var peakKB int64
 	var slowest time.Duration
@@ -162,6 +164,10 @@ func TestHostileFiles(t *testing.T) {
 			mkdir(t, root)
 			tc.build(t, root)
 			task := tc.task
+			if stem, ok := strings.CutPrefix(tc.file, "packs/"); ok && task == "" {
+				// A broken pack stops only the tasks that select it.
+				task = `{"task_id":"T-f","role":"architect","pack":"` + strings.TrimSuffix(stem, ".yaml") + `"}`
+			}
 			if task == "" {
 				task = `{"task_id":"T-f","role":"architect"}`
 			}
@@ -174,7 +180,12 @@ func TestHostileFiles(t *testing.T) {
 			slowest = max(slowest, time.Since(start))
 			peakKB = max(peakKB, p.maxRSSKB())
 			out := p.stdout.String()
-			if tc.code == resolve.CodePackNotFound {
+			if tc.name == "config root missing" {
+				// Nothing was checked: exit 2, the reason on stderr.
+				if code != 2 || out != "" || !strings.Contains(p.stderr.String(), tc.msg) {
+					t.Errorf("validate: exit %d, want 2 with %q on stderr; stdout:\n%s\nstderr:\n%s", code, tc.msg, tail(out, 2000), tail(p.stderr.String(), 1000))
+				}
+			} else if tc.code == resolve.CodePackNotFound {
 				if code != 0 {
 					t.Errorf("validate: exit %d on a valid root:\n%s", code, out)
 				}
@@ -221,6 +232,71 @@ func TestHostileFiles(t *testing.T) {
 	t.Logf("figures: hostile_roots=%d peak_RSS=%dKiB (bound %dKiB) slowest_command=%s (limit 30s)", len(cases), peakKB, fileBoundKB, slowest.Round(time.Millisecond))
 	if peakKB > fileBoundKB {
 		t.Errorf("a command's peak RSS was %d KiB, over the %d KiB bound", peakKB, fileBoundKB)
+	}
+}
+
+// compositionCases are hostile packs that compose: mixins that loop or
+// nest without end, and placeholders that point at what must never be
+// read.
+func compositionCases(outside string) []struct {
+	name  string
+	build func(t *testing.T, root string)
+	task  string
+	code  resolve.Code
+	file  string
+	msg   string
+} {
+	type c = struct {
+		name  string
+		build func(t *testing.T, root string)
+		task  string
+		code  resolve.Code
+		file  string
+		msg   string
+	}
+	placeholder := func(target string) string {
+		return "roles:\n  architect:\n    model: m\n    authority: [\"${file:" + target + "}\"]\n"
+	}
+	return []c{
+		{name: "extends cycle", build: func(t *testing.T, root string) {
+			writeFile(t, filepath.Join(root, "packs", "team.yaml"), "extends: [loop]\n")
+			writeFile(t, filepath.Join(root, "packs", "loop.yaml"), "extends: [team]\n")
+		}, task: `{"task_id":"T-f","role":"architect","pack":"team"}`, code: resolve.CodePackInvalid, file: "packs/loop.yaml", msg: "cycle: team → loop → team"},
+		{name: "extends 200 deep", build: func(t *testing.T, root string) {
+			for i := range 200 {
+				writeFile(t, filepath.Join(root, "packs", fmt.Sprintf("p%03d.yaml", i)), fmt.Sprintf("extends: [p%03d]\n", i+1))
+			}
+			writeFile(t, filepath.Join(root, "packs", "p200.yaml"), "roles: {}\n")
+			writeFile(t, filepath.Join(root, "packs", "team.yaml"), "extends: [p000]\n")
+		}, task: `{"task_id":"T-f","role":"architect","pack":"team"}`, code: resolve.CodePackInvalid, file: "packs/p007.yaml", msg: "deeper than 8"},
+		{name: "placeholder FIFO", build: func(t *testing.T, root string) {
+			mkdir(t, filepath.Join(root, "prompts"))
+			if err := syscall.Mkfifo(filepath.Join(root, "prompts", "pipe.txt"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(root, "packs", "team.yaml"), placeholder("prompts/pipe.txt"))
+		}, code: resolve.CodePlaceholderUnresolved, file: "packs/team.yaml", msg: "not a regular file"},
+		{name: "placeholder device", build: func(t *testing.T, root string) {
+			mkdir(t, filepath.Join(root, "prompts"))
+			t.Logf("device kind: %s", makeDevice(t, filepath.Join(root, "prompts", "zero.txt")))
+			writeFile(t, filepath.Join(root, "packs", "team.yaml"), placeholder("prompts/zero.txt"))
+		}, code: resolve.CodePlaceholderUnresolved, file: "packs/team.yaml", msg: "not a regular file"},
+		{name: "placeholder symlink to /etc/passwd", build: func(t *testing.T, root string) {
+			mkdir(t, filepath.Join(root, "prompts"))
+			symlink(t, "/etc/passwd", filepath.Join(root, "prompts", "p.txt"))
+			writeFile(t, filepath.Join(root, "packs", "team.yaml"), placeholder("prompts/p.txt"))
+		}, code: resolve.CodePathEscape, file: "packs/team.yaml", msg: "leads outside"},
+		{name: "placeholder climbing out", build: func(t *testing.T, root string) {
+			writeFile(t, filepath.Join(root, "packs", "team.yaml"), placeholder("../../"+filepath.Base(outside)+"/stolen.yaml"))
+		}, code: resolve.CodePathEscape, file: "packs/team.yaml", msg: "leaves the config root"},
+		{name: "placeholder 100 MB file", build: func(t *testing.T, root string) {
+			mkdir(t, filepath.Join(root, "prompts"))
+			sparse(t, filepath.Join(root, "prompts", "big.txt"), 100<<20)
+			writeFile(t, filepath.Join(root, "packs", "team.yaml"), placeholder("prompts/big.txt"))
+		}, code: resolve.CodePlaceholderUnresolved, file: "packs/team.yaml", msg: "larger than"},
+		{name: "placeholder of an environment variable not allowed", build: func(t *testing.T, root string) {
+			writeFile(t, filepath.Join(root, "packs", "team.yaml"), "roles:\n  architect:\n    model: ${env:HOME}\n")
+		}, code: resolve.CodePlaceholderForbidden, file: "packs/team.yaml", msg: "not allowed"},
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rolecall/rolecall/events"
 	"github.com/rolecall/rolecall/internal/hostile"
+	"github.com/rolecall/rolecall/internal/schematest"
 	"github.com/rolecall/rolecall/resolve"
 )
 
@@ -114,7 +115,7 @@ func checkHostileOutcome(t *testing.T, e hostile.Event, seq uint64, o outcome, r
 	if o.ev.Type() != events.TypeSpecFailed {
 		t.Fatalf("%s (%s): got %s, want a %s failure", e.Name, e.Why, o.ev.Type(), e.Code)
 	}
-	if err := events.Validate(events.SchemaFailed, o.ev.Data()); err != nil {
+	if err := schematest.Validate(events.SchemaFailed, o.ev.Data()); err != nil {
 		t.Errorf("failure data does not match failed.v1.json: %v", err)
 	}
 	f := o.failure(t)

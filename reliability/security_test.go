@@ -274,6 +274,11 @@ var (
 		"$JS.ACK.ROLECALL_TASKS.rolecall-workers.>",
 		"$JS.ACK.ROLECALL_DEADLETTER.rolecall-workers-deadletter.>",
 		"$JS.API.STREAM.MSG.GET.ROLECALL_TASKS",
+		// The idempotency store: find the bucket, look a key up, record
+		// one.
+		"$JS.API.STREAM.INFO.KV_ROLECALL_OUTCOMES",
+		"$JS.API.DIRECT.GET.KV_ROLECALL_OUTCOMES.$KV.ROLECALL_OUTCOMES.>",
+		"$KV.ROLECALL_OUTCOMES.>",
 	}
 	workerSubscribe = []string{"_INBOX_rcw.>"}
 )
@@ -320,7 +325,10 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Fatalf("admin: ensure streams: %v", err)
 	}
 	w := startWorker(t, srv.url(), openDir(t), workerOpts{
-		args: []string{"--no-create", "--user", "rc-worker", "--inbox-prefix", "_INBOX_rcw", "--ack-wait", "1s", "--max-deliver", "2", "--log-level", "debug"},
+		// The smallest set is for a worker with no optional surface: the
+		// micro service and the drift check are off (docs/SECURITY.md lists
+		// what each adds; TestShippedFleetUsers runs them).
+		args: []string{"--no-create", "--service=false", "--audit=false", "--user", "rc-worker", "--inbox-prefix", "_INBOX_rcw", "--ack-wait", "1s", "--max-deliver", "2", "--retry-for", "1s", "--log-level", "debug"},
 		env:  []string{"ROLECALL_NATS_PASSWORD=" + workerPW},
 	})
 	ids := []string{"lp-ok", "lp-fail"}

@@ -57,25 +57,8 @@ func benchResolve(b *testing.B, ref resolve.RoleRef, in resolve.Inputs) {
 	}
 }
 
-// BenchmarkResolveSharedCasts is BenchmarkResolveCasts as the worker
-// resolves: ResolveShared with a preamble, its text from an arena.
-func BenchmarkResolveSharedCasts(b *testing.B) {
-	in := benchInputs()
-	in.Task.Modes = []string{"mode03", "mode07"}
-	ref, arena := resolve.RoleName("role04"), new(resolve.TextArena)
-	if _, _, err := resolve.ResolveShared(ref, in, "You are part of a fleet.", arena); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, _, err := resolve.ResolveShared(ref, in, "You are part of a fleet.", arena); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 // BenchmarkResolveCasts: a casts identity with two requested Modes and the
-// pack's directive block (target: < 5 µs, < 40 allocs).
+// pack's directive block.
 func BenchmarkResolveCasts(b *testing.B) {
 	in := benchInputs()
 	in.Task.Modes = []string{"mode03", "mode07"}
@@ -126,51 +109,30 @@ func BenchmarkInputsDigest(b *testing.B) {
 	}
 }
 
-// BenchmarkPlanCasts is BenchmarkResolveSharedCasts plus the inputs
-// digest, finished from a plan as the worker does for a task whose
-// configuration it has seen: ResolveShared and InputsDigest side by side
-// first, then the plan's Resolve (or ResolveApart) and InputsDigest with
-// the task's extra prompt.
-func BenchmarkPlanCasts(b *testing.B) {
-	in := benchInputs()
-	in.Task.Modes = []string{"mode03", "mode07"}
-	in.Task.ExtraPrompt = ptr("Design the storage layer for the audit stream (ticket T-1234).")
-	ref, arena := resolve.RoleName("role04"), new(resolve.TextArena)
-	const preamble = "You are part of a fleet."
-	b.Run("unplanned", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, _, err := resolve.ResolveShared(ref, in, preamble, arena); err != nil {
-				b.Fatal(err)
+// BenchmarkResolveVariants: the casts task of BenchmarkResolveCasts with
+// its pack entry as discovery leaves a composed pack — flat, with two
+// compiled variants, one of which matches — against the same entry with
+// none: what matching variants adds per task.
+func BenchmarkResolveVariants(b *testing.B) {
+	for _, withVariants := range []bool{false, true} {
+		name := "flat"
+		in := benchInputs()
+		in.Task.Modes = []string{"mode03", "mode07"}
+		if withVariants {
+			name = "two-variants"
+			e := in.Pack.Roles["role04"]
+			e.Variants = []resolve.Variant{
+				{When: []resolve.Condition{{Key: resolve.WhenModel, Value: "gpt-*", Glob: true}}, Set: resolve.VariantSet{Effort: ptr("medium")}},
+				{When: []resolve.Condition{{Key: resolve.WhenModel, Value: "claude-*", Glob: true}}, Set: resolve.VariantSet{Effort: ptr("high"), Authority: []string{"Own the design."}}},
 			}
-			_ = resolve.InputsDigest(ref, in)
-		}
-	})
-	b.Run("planned", func(b *testing.B) {
-		plan := resolve.NewPlan(ref, in, preamble)
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, _, err := plan.Resolve(in.Task.ExtraPrompt, arena); err != nil {
-				b.Fatal(err)
+			roles := map[string]resolve.PackEntry{}
+			for k, v := range in.Pack.Roles {
+				roles[k] = v
 			}
-			_ = plan.InputsDigest(in.Task.ExtraPrompt)
+			roles["role04"] = e
+			p := resolve.Pack{Name: in.Pack.Name, Roles: roles}.Seal()
+			in.Pack = &p
 		}
-	})
-	// What the worker runs since session 10: the extra prompt kept apart.
-	b.Run("planned-apart", func(b *testing.B) {
-		plan := resolve.NewPlan(ref, in, preamble)
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, _, tail, err := plan.ResolveApart(in.Task.ExtraPrompt, arena); err != nil || tail == "" {
-				b.Fatal(err, tail)
-			}
-			_ = plan.InputsDigest(in.Task.ExtraPrompt)
-		}
-	})
-	b.Run("new-plan", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			_ = resolve.NewPlan(ref, in, preamble)
-		}
-	})
+		b.Run(name, func(b *testing.B) { benchResolve(b, resolve.RoleName("role04"), in) })
+	}
 }

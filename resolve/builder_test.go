@@ -168,3 +168,28 @@ func mustResolve(t interface {
 	}
 	return got
 }
+
+// withModels installs the fixture model catalog: strong, balanced and
+// cheap each with a model, fallback in that order, fallback not allowed.
+func withModels(mods ...func(*resolve.ModelCatalog)) func(*resolve.Inputs) {
+	return func(in *resolve.Inputs) {
+		m := &resolve.ModelCatalog{
+			Tiers:    map[string]*string{"strong": ptr("model-strong"), "balanced": ptr("model-balanced"), "cheap": ptr("model-cheap")},
+			Fallback: []string{"strong", "balanced", "cheap"},
+		}
+		for _, f := range mods {
+			f(m)
+		}
+		in.Models = m
+	}
+}
+
+// withSkills makes skills of these names available, each from source
+// "root" with a digest made from its name.
+func withSkills(names ...string) func(*resolve.Inputs) {
+	return func(in *resolve.Inputs) {
+		for _, n := range names {
+			in.Skills = append(in.Skills, resolve.Skill{Name: n, Source: "root", Digest: "sha256:" + n})
+		}
+	}
+}

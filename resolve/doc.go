@@ -1,10 +1,15 @@
-// Package resolve is rolecall's pure resolver (ADR-0043): typed inputs in,
-// one ResolvedAgentSpec with per-field provenance out, or the first
-// *ResolutionError in the validation order of DESIGN.md §4.
+// Package resolve is rolecall's pure resolver: typed inputs in, one
+// ResolvedAgentSpec with per-field provenance out, or the first
+// *ResolutionError in the validation order of docs/CONFIG.md.
+//
+// Resolve is the one entry point that decides. Around it are the values
+// it reads and returns, the digests (InputsDigest, CatalogDigest,
+// PackDigest), Roster, and the prompt rendering that Resolve and the
+// materializer share (JoinBlocks, DirectiveBlock, CastsPrompt).
 //
 // What it promises:
-//   - Resolve, Roster, InputsDigest and the prompt helpers are pure: no I/O,
-//     no environment, no clock, no goroutines, no logging.
+//   - Everything here is pure: no I/O, no environment, no clock, no
+//     goroutines, no logging, no caches.
 //   - Inputs are never mutated, and no slice or map of a result aliases an
 //     input or another result.
 //   - Absent and empty differ everywhere: a nil slice or pointer is absent,

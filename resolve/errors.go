@@ -10,7 +10,7 @@ import (
 // failure events and subjects (rolecall.specs.failed.<code>).
 type Code string
 
-// Resolver codes (DESIGN.md §4, ADR-0043 D5).
+// Resolver codes, in validation order (docs/CONFIG.md).
 const (
 	CodeRoleUnknown                    Code = "role_unknown"
 	CodeExternalProfileMissing         Code = "external_profile_missing"
@@ -25,12 +25,17 @@ const (
 	CodeRoleMissingFromPack            Code = "role_missing_from_pack"
 	CodeRoleInactive                   Code = "role_inactive"
 	CodeModelUnresolved                Code = "model_unresolved"
+	CodeTierUnknown                    Code = "tier_unknown"
+	CodeTierUnsupported                Code = "tier_unsupported"
+	CodeTierUnavailable                Code = "tier_unavailable"
 	CodeModesOnReplacement             Code = "modes_on_replacement"
 	CodeModeUnknown                    Code = "mode_unknown"
 	CodeModeDuplicate                  Code = "mode_duplicate"
 	CodeModeDisallowed                 Code = "mode_disallowed"
 	CodeModeConflict                   Code = "mode_conflict"
 	CodePackDefaultInvalid             Code = "pack_default_invalid"
+	CodeSkillUnmatched                 Code = "skill_unmatched"
+	CodeSkillOverlap                   Code = "skill_overlap"
 	CodeResumeWithoutTimeout           Code = "resume_without_timeout"
 )
 
@@ -47,10 +52,15 @@ const (
 	CodePathEscape        Code = "path_escape"
 	CodeMaterializeFailed Code = "materialize_failed"
 	CodeDeliveryExhausted Code = "delivery_exhausted"
+	// Pack composition and skill sources (discover).
+	CodePlaceholderForbidden  Code = "placeholder_forbidden"
+	CodePlaceholderUnresolved Code = "placeholder_unresolved"
+	CodeSourceMissing         Code = "source_missing"
+	CodeSkillDuplicate        Code = "skill_duplicate"
 )
 
 // CodeConfigInvalid is a bad rolecall.yaml, or a file it names such as
-// preamble_file (stage discover). DESIGN.md §4 lists no code for it.
+// preamble_file (stage discover); see docs/DECISIONS.md.
 const CodeConfigInvalid Code = "config_invalid"
 
 // Stage names where a failure can arise.
@@ -69,7 +79,9 @@ var codeStage = map[Code]Stage{
 	CodePackNotFound: StageDiscover, CodePackInvalid: StageDiscover,
 	CodeProfileInvalid: StageDiscover, CodeProfileDuplicate: StageDiscover,
 	CodeCatalogInvalid: StageDiscover, CodePathEscape: StageDiscover,
-	CodeConfigInvalid:     StageDiscover,
+	CodeConfigInvalid:        StageDiscover,
+	CodePlaceholderForbidden: StageDiscover, CodePlaceholderUnresolved: StageDiscover,
+	CodeSourceMissing: StageDiscover, CodeSkillDuplicate: StageDiscover,
 	CodeMaterializeFailed: StageMaterialize,
 	CodeDeliveryExhausted: StageDeliver,
 }
@@ -83,7 +95,7 @@ func (c Code) Stage() Stage {
 	return StageResolve
 }
 
-// ResolverCodes lists the 20 resolver codes in validation order.
+// ResolverCodes lists the resolver codes in validation order.
 func ResolverCodes() []Code {
 	return []Code{
 		CodeRoleUnknown,
@@ -93,8 +105,10 @@ func ResolverCodes() []Code {
 		CodeProfileDispositionRequired,
 		CodeRoleMissingFromPack, CodeRoleInactive,
 		CodeModelUnresolved,
+		CodeTierUnknown, CodeTierUnsupported, CodeTierUnavailable,
 		CodeModesOnReplacement, CodeModeUnknown, CodeModeDuplicate, CodeModeDisallowed, CodeModeConflict,
 		CodePackDefaultInvalid,
+		CodeSkillUnmatched, CodeSkillOverlap,
 		CodeResumeWithoutTimeout,
 	}
 }

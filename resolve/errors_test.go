@@ -40,6 +40,47 @@ func errorCases() []errorCase {
 			ref: casts("architect"), in: inputs(func(in *resolve.Inputs) { in.Catalog = nil }),
 			code: resolve.CodeRoleUnknown, subject: "architect", details: none},
 
+		// 4b. tier expansion
+		{name: "tier_unknown: a tier symbol with no model catalog",
+			ref: casts("architect"), in: inputs(withTask(func(t *resolve.TaskOverrides) { t.Model = ptr("tier:strong") })),
+			code: resolve.CodeTierUnknown, subject: "tier:strong", details: map[string]any{"tier": "strong", "known": []string{}}},
+		{name: "tier_unknown: a tier the catalog does not name",
+			ref: casts("architect"), in: inputs(withModels(), withTask(func(t *resolve.TaskOverrides) { t.Model = ptr("tier:huge") })),
+			code: resolve.CodeTierUnknown, subject: "tier:huge", details: map[string]any{"tier": "huge", "known": []string{"balanced", "cheap", "strong"}}},
+		{name: "tier_unsupported: a tier the role's entry does not list",
+			ref: casts("architect"), in: inputs(withModels(), withEntry("architect", func(e *resolve.PackEntry) { e.Tiers = []string{"strong", "balanced"} }),
+				withTask(func(t *resolve.TaskOverrides) { t.Model = ptr("tier:cheap") })),
+			code: resolve.CodeTierUnsupported, subject: "tier:cheap", details: map[string]any{"tier": "cheap", "supported": []string{"strong", "balanced"}}},
+		{name: "tier_unavailable: a tier with no model and no fallback allowed",
+			ref: casts("architect"), in: inputs(withModels(func(m *resolve.ModelCatalog) { m.Tiers["strong"] = nil }),
+				withTask(func(t *resolve.TaskOverrides) { t.Model = ptr("tier:strong") })),
+			code: resolve.CodeTierUnavailable, subject: "tier:strong", details: map[string]any{"tier": "strong", "allow_fallback": false, "tried": []string{"strong"}}},
+		{name: "tier_unavailable: the fallback walk finds no tier with a model",
+			ref: casts("architect"), in: inputs(withModels(func(m *resolve.ModelCatalog) {
+				m.AllowFallback, m.Tiers["balanced"], m.Tiers["cheap"] = true, nil, nil
+			}), withTask(func(t *resolve.TaskOverrides) { t.Model = ptr("tier:balanced") })),
+			code: resolve.CodeTierUnavailable, subject: "tier:balanced", details: map[string]any{"tier": "balanced", "allow_fallback": true, "tried": []string{"balanced", "cheap"}}},
+
+		// 6b. skills
+		{name: "skill_unmatched: a pack pattern that matches no skill",
+			ref: casts("architect"), in: inputs(withSkills("adr-writing", "code-review"), withEntry("architect", func(e *resolve.PackEntry) { e.Skills = []string{"adr-*", "diagram-*"} })),
+			code: resolve.CodeSkillUnmatched, subject: "diagram-*", details: map[string]any{"pattern": "diagram-*", "list": "pack entry"}},
+		{name: "skill_unmatched: a task pattern reaching outside what the entry admits",
+			ref: casts("architect"), in: inputs(withSkills("adr-writing", "code-review"), withEntry("architect", func(e *resolve.PackEntry) { e.Skills = []string{"adr-*"} }),
+				withTask(func(t *resolve.TaskOverrides) { t.Skills = []string{"code-*"} })),
+			code: resolve.CodeSkillUnmatched, subject: "code-*", details: map[string]any{"pattern": "code-*", "list": "task"}},
+		{name: "skill_unmatched: a task pattern on a replacement, which admits none",
+			ref: external("ghostwriter"), in: inputs(withProfile(replacement("ghostwriter")), withSkills("adr-writing"),
+				withTask(func(t *resolve.TaskOverrides) { t.Skills = []string{"adr-writing"} })),
+			code: resolve.CodeSkillUnmatched, subject: "adr-writing", details: map[string]any{"pattern": "adr-writing", "list": "task"}},
+		{name: "skill_overlap: two pack patterns match one skill",
+			ref: casts("architect"), in: inputs(withSkills("adr-writing", "code-review"), withEntry("architect", func(e *resolve.PackEntry) { e.Skills = []string{"adr-*", "*-writing"} })),
+			code: resolve.CodeSkillOverlap, subject: "adr-writing", details: map[string]any{"skill": "adr-writing", "patterns": []string{"adr-*", "*-writing"}}},
+		{name: "skill_overlap: two task patterns match one skill",
+			ref: casts("architect"), in: inputs(withSkills("adr-writing", "code-review"), withEntry("architect", func(e *resolve.PackEntry) { e.Skills = []string{"*"} }),
+				withTask(func(t *resolve.TaskOverrides) { t.Skills = []string{"code-review", "code-*"} })),
+			code: resolve.CodeSkillOverlap, subject: "code-review", details: map[string]any{"skill": "code-review", "patterns": []string{"code-review", "code-*"}}},
+
 		// 2. profile and disposition
 		{name: "external_profile_missing: external:<name> with no supplied profile",
 			ref: external("ghostwriter"), in: inputs(),
@@ -156,7 +197,7 @@ func errorCases() []errorCase {
 }
 
 // orderCases hold two (or more) faults; the one earlier in the validation
-// order of DESIGN.md §4 must win. Names say "<winner> beats <loser>".
+// order of docs/CONFIG.md must win. Names say "<winner> beats <loser>".
 func orderCases() []errorCase {
 	none := map[string]any{}
 	disabled := func(p *resolve.ExternalProfile) { p.Enabled = ptr(false) }
@@ -292,12 +333,12 @@ func TestValidationOrder(t *testing.T) {
 	}
 }
 
-// TestEveryResolverCodeIsReached: each of the 20 codes has a case named for
+// TestEveryResolverCodeIsReached: each of the 25 codes has a case named for
 // it, and the case list names no code outside ResolverCodes.
 func TestEveryResolverCodeIsReached(t *testing.T) {
 	codes := resolve.ResolverCodes()
-	if len(codes) != 20 {
-		t.Fatalf("ResolverCodes() has %d codes, want 20", len(codes))
+	if len(codes) != 25 {
+		t.Fatalf("ResolverCodes() has %d codes, want 25", len(codes))
 	}
 	known := map[resolve.Code]bool{}
 	for _, c := range codes {
@@ -410,19 +451,24 @@ func TestResolutionErrorText(t *testing.T) {
 	}
 }
 
-// TestCodeStage: every code of DESIGN.md §4 belongs to its stage.
+// TestCodeStage: every code of docs/CONFIG.md belongs to its stage.
 func TestCodeStage(t *testing.T) {
 	want := map[resolve.Code]resolve.Stage{
-		resolve.CodeEventInvalid:      resolve.StageDecode,
-		resolve.CodeTaskInvalid:       resolve.StageDecode,
-		resolve.CodePackNotFound:      resolve.StageDiscover,
-		resolve.CodePackInvalid:       resolve.StageDiscover,
-		resolve.CodeProfileInvalid:    resolve.StageDiscover,
-		resolve.CodeProfileDuplicate:  resolve.StageDiscover,
-		resolve.CodeCatalogInvalid:    resolve.StageDiscover,
-		resolve.CodePathEscape:        resolve.StageDiscover,
-		resolve.CodeMaterializeFailed: resolve.StageMaterialize,
-		resolve.CodeDeliveryExhausted: resolve.StageDeliver,
+		resolve.CodeEventInvalid:          resolve.StageDecode,
+		resolve.CodeTaskInvalid:           resolve.StageDecode,
+		resolve.CodePackNotFound:          resolve.StageDiscover,
+		resolve.CodePackInvalid:           resolve.StageDiscover,
+		resolve.CodeProfileInvalid:        resolve.StageDiscover,
+		resolve.CodeProfileDuplicate:      resolve.StageDiscover,
+		resolve.CodeCatalogInvalid:        resolve.StageDiscover,
+		resolve.CodePathEscape:            resolve.StageDiscover,
+		resolve.CodeMaterializeFailed:     resolve.StageMaterialize,
+		resolve.CodeDeliveryExhausted:     resolve.StageDeliver,
+		resolve.CodeConfigInvalid:         resolve.StageDiscover,
+		resolve.CodePlaceholderForbidden:  resolve.StageDiscover,
+		resolve.CodePlaceholderUnresolved: resolve.StageDiscover,
+		resolve.CodeSourceMissing:         resolve.StageDiscover,
+		resolve.CodeSkillDuplicate:        resolve.StageDiscover,
 	}
 	for _, c := range resolve.ResolverCodes() {
 		want[c] = resolve.StageResolve
@@ -432,7 +478,7 @@ func TestCodeStage(t *testing.T) {
 			t.Errorf("%s.Stage() = %s, want %s", code, got, stage)
 		}
 	}
-	if len(want) != 30 {
-		t.Errorf("%d codes in total, want 30 (20 resolver + 10 stage)", len(want))
+	if len(want) != 40 {
+		t.Errorf("%d codes in total, want 40 (25 resolver + 15 stage)", len(want))
 	}
 }

@@ -59,6 +59,22 @@ func goldenScenarios() []struct {
 		{"replacement-extra-prompt", external("ghostwriter"), inputs(withProfile(replacement("ghostwriter")), extra("Write the release notes."))},
 		{"replacement-named-like-a-role", external("architect"), inputs(withProfile(replacement("architect")))},
 		{"legacy-replacement", external("oldtimer"), inputs(withProfile(legacy("oldtimer")))},
+		{"tier-fallback", casts("architect"), inputs(withModels(func(m *resolve.ModelCatalog) {
+			m.AllowFallback, m.Tiers["strong"] = true, nil
+		}), withTask(func(t *resolve.TaskOverrides) { t.Model = ptr("tier:strong") }))},
+		{"skills-narrowed-by-task", casts("architect"), inputs(withSkills("adr-writing", "code-review", "diagramming"),
+			withEntry("architect", func(e *resolve.PackEntry) { e.Skills = []string{"adr-*", "diagram*"} }),
+			withTask(func(t *resolve.TaskOverrides) { t.Skills = []string{"diagramming"} }))},
+		{"variant-by-model", casts("architect"), inputs(withEntry("architect", func(e *resolve.PackEntry) {
+			e.Variants = []resolve.Variant{
+				{When: []resolve.Condition{{Key: resolve.WhenModel, Value: "claude-*", Glob: true}}, Set: resolve.VariantSet{Effort: ptr("high")}},
+				{When: []resolve.Condition{{Key: resolve.WhenModel, Value: "gpt-*", Glob: true}}, Set: resolve.VariantSet{Effort: ptr("medium")}},
+				{When: []resolve.Condition{{Key: resolve.WhenRole, Value: "architect"}}, Set: resolve.VariantSet{Authority: []string{"Own the design."}}},
+			}
+		}), withTask(func(t *resolve.TaskOverrides) { t.Model = ptr("claude-sonnet-4-5") }))},
+		{"fail-tier-unsupported", casts("architect"), inputs(withModels(), withEntry("architect", func(e *resolve.PackEntry) { e.Tiers = []string{"strong"} }),
+			withTask(func(t *resolve.TaskOverrides) { t.Model = ptr("tier:cheap") }))},
+		{"fail-skill-overlap", casts("architect"), inputs(withSkills("adr-writing"), withEntry("architect", func(e *resolve.PackEntry) { e.Skills = []string{"adr-*", "*"} }))},
 		{"fail-role-unknown", casts("ghost"), inputs()},
 		{"fail-replacement-requires-external-ref", casts("architect"), inputs(withProfile(replacement("ghostwriter")))},
 		{"fail-profile-disposition-required", external("oldtimer"), inputs(withProfile(legacy("oldtimer")), rejectLegacy)},
@@ -73,7 +89,7 @@ func goldenScenarios() []struct {
 
 // golden is the file layout: the scenario, its inputs digest, and either
 // the resolved spec (with the materialized system message) or the failure
-// payload of DESIGN.md §4.
+// payload of docs/CONFIG.md.
 type golden struct {
 	Scenario      string                     `json:"scenario"`
 	Role          string                     `json:"role"`

@@ -77,26 +77,26 @@ func sorted(s ...string) []string {
 	return s
 }
 
-// designSourcesKeys are the sources keys of DESIGN.md §3, in its order.
+// designSourcesKeys are the sources keys of docs/CONFIG.md, in its order.
 var designSourcesKeys = []string{
 	"identity", "pack", "model", "effort", "modes", "tools", "permissions",
-	"yolo", "bypass", "fast_mode", "lion_system", "prompt", "artifact_defaults", "timeout", "active",
+	"yolo", "bypass", "fast_mode", "lion_system", "prompt", "artifact_defaults", "timeout", "active", "skills",
 }
 
 // TestSpecJSONFieldNames: the resolved spec encodes exactly the field names
-// of DESIGN.md §6, minus task_id, system_message and inputs_digest (added
+// of docs/EVENTS.md, minus task_id, system_message and inputs_digest (added
 // by events), at every level.
 func TestSpecJSONFieldNames(t *testing.T) {
 	spec := mustResolve(t, external("ghostwriter"), inputs(withProfile(legacy("ghostwriter", func(p *resolve.ExternalProfile) {
 		p.Timeout = ptr(60)
 	}))))
 	want := map[string][]string{
-		"": sorted("identity", "pack", "active", "model", "effort", "tools", "permissions",
+		"": sorted("identity", "pack", "active", "model", "model_tier", "effort", "tools", "permissions",
 			"yolo", "bypass", "fast_mode", "lion_system", "prompt_disposition", "prompt_body",
 			"prompt_overlays", "grant_role_emissions", "emits", "artifact_defaults", "timeout",
-			"resume_on_timeout", "sources", "diagnostics"),
+			"resume_on_timeout", "skills", "sources", "diagnostics"),
 		"identity":       sorted("kind", "name", "modes"),
-		"pack":           sorted("name", "digest"),
+		"pack":           sorted("name", "digest", "variants"),
 		"sources":        sorted(designSourcesKeys...),
 		"diagnostics[0]": sorted("code", "message"),
 	}
@@ -210,7 +210,7 @@ func TestSpecJSONRoundTrip(t *testing.T) {
 	}
 }
 
-// TestInputsJSONRoundTrip: DESIGN.md §2 — absent versus empty survives
+// TestInputsJSONRoundTrip: docs/CONFIG.md — absent versus empty survives
 // JSON, for every list and map of the typed inputs.
 func TestInputsJSONRoundTrip(t *testing.T) {
 	in := inputs(
@@ -251,7 +251,7 @@ func TestInputsJSONRoundTrip(t *testing.T) {
 	}
 }
 
-// TestSourcesKeys: Sources always has every key of DESIGN.md §3, Fields
+// TestSourcesKeys: Sources always has every key of docs/CONFIG.md, Fields
 // lists them in that order, and every successful table case fills each
 // key with a value its row allows.
 func TestSourcesKeys(t *testing.T) {
@@ -278,8 +278,8 @@ func TestSourcesKeys(t *testing.T) {
 	allowed := map[string][]string{
 		"pack":              {"task", "worker_default"},
 		"model":             {"task", "external_profile", "pack", "runtime_default"},
-		"effort":            {"task", "external_profile", "pack", "runtime_default", "provider_default"},
-		"modes":             {"task", "pack", "none"},
+		"effort":            {"task", "external_profile", "pack", "pack_variant", "runtime_default", "provider_default"},
+		"modes":             {"task", "pack", "pack_variant", "none"},
 		"tools":             {"task", "runtime_default"},
 		"permissions":       {"task", "runtime_default", "none"},
 		"yolo":              flag,
@@ -290,6 +290,7 @@ func TestSourcesKeys(t *testing.T) {
 		"artifact_defaults": {"external_profile", "role", "none"},
 		"timeout":           {"external_profile", "none"},
 		"active":            {"pack", "external_profile"},
+		"skills":            {"task", "pack", "pack_variant", "none"},
 	}
 	for _, tc := range precedenceCases() {
 		got := mustResolve(t, tc.ref, tc.in)

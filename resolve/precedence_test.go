@@ -9,7 +9,7 @@ import (
 	"github.com/rolecall/rolecall/resolve"
 )
 
-// fieldOf reads one row of the DESIGN.md §3 table from a result: the
+// fieldOf reads one row of the docs/CONFIG.md table from a result: the
 // effective value and its sources entry.
 var fieldOf = map[string]func(resolve.ResolvedAgentSpec) (any, string){
 	"identity":    func(s resolve.ResolvedAgentSpec) (any, string) { return s.Identity, s.Sources.Identity },
@@ -323,7 +323,7 @@ func TestPrecedence(t *testing.T) {
 }
 
 // TestPrecedenceCoversDesign checks that the table above has at least one
-// case for every source value of every row of DESIGN.md §3.
+// case for every source value of every row of docs/CONFIG.md.
 func TestPrecedenceCoversDesign(t *testing.T) {
 	flag := []string{"task", "external_profile", "runtime_default"}
 	design := map[string][]string{
@@ -362,7 +362,7 @@ func TestPrecedenceCoversDesign(t *testing.T) {
 }
 
 // TestAbsentVersusEmpty puts the absent/empty/explicit-false pairs of
-// DESIGN.md §2 side by side on one fixture.
+// docs/CONFIG.md side by side on one fixture.
 func TestAbsentVersusEmpty(t *testing.T) {
 	tuned := func(mods ...func(*resolve.ExternalProfile)) func(*resolve.Inputs) {
 		return withProfile(overlay("tuned", "architect", mods...))
@@ -417,7 +417,7 @@ func TestAbsentVersusEmpty(t *testing.T) {
 }
 
 // TestEmissionGrant: casts and overlays carry the Role's emission contract;
-// a replacement never does, even when its name equals a Role (ADR D5).
+// a replacement never does, even when its name equals a Role.
 func TestEmissionGrant(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -449,13 +449,13 @@ func TestEmissionGrant(t *testing.T) {
 func TestPackRef(t *testing.T) {
 	in := inputs()
 	got := mustResolve(t, casts("architect"), in)
-	want := resolve.PackRef{Name: "team", Digest: resolve.PackDigest(in.Pack)}
+	want := resolve.PackRef{Name: "team", Digest: resolve.PackDigest(in.Pack), Variants: []int{}}
 	if diff := cmp.Diff(want, got.Pack); diff != "" {
 		t.Errorf("pack (-want +got):\n%s", diff)
 	}
 	sealed := in.Pack.Seal()
 	in.Pack = &sealed
-	if got := mustResolve(t, casts("architect"), in); got.Pack != want {
+	if got := mustResolve(t, casts("architect"), in); !cmp.Equal(got.Pack, want) {
 		t.Errorf("sealed pack ref = %+v, want %+v", got.Pack, want)
 	}
 }

@@ -134,7 +134,7 @@ func TestPromptShapes(t *testing.T) {
 	}
 }
 
-// checkAdapter is the ADR-0043 D6 adapter test: for casts and overlay
+// checkAdapter is the adapter test: for casts and overlay
 // identities the Role-backed AgentSpec rebuilds prompt_body exactly, before
 // any preamble; a replacement is rejected by the adapter.
 func checkAdapter(t *testing.T, got resolve.ResolvedAgentSpec) {
@@ -206,7 +206,7 @@ func TestJoinBlocks(t *testing.T) {
 	}
 }
 
-// The rendering rules of DESIGN.md §3 read literally, as a reference model
+// The rendering rules of docs/CONFIG.md read literally, as a reference model
 // for the (single-buffer) renderer: trim every block, drop the empty ones,
 // join with "\n\n"; a section is heading, optional lead, "- " items.
 func refJoin(blocks ...string) string {
@@ -269,107 +269,5 @@ func TestPropertyPromptMatchesSpec(t *testing.T) {
 		if got := resolve.CastsPrompt(body, modes, d, overlays...); got != want {
 			t.Fatalf("CastsPrompt:\n got %q\nwant %q", got, want)
 		}
-		if !resolve.CastsPromptMatches(want, body, modes, d, overlays...) {
-			t.Fatalf("CastsPromptMatches(%q) = false for the prompt it composes", want)
-		}
-		// Any other text is a mismatch: one byte more, one less, one changed.
-		other := []string{want + "x", want + "\n", "x" + want}
-		if want != "" {
-			other = append(other, want[:len(want)-1], want[1:], want[:len(want)/2]+"\x00"+want[len(want)/2+1:])
-		}
-		for _, o := range other {
-			if resolve.CastsPromptMatches(o, body, modes, d, overlays...) {
-				t.Fatalf("CastsPromptMatches(%q) = true; the prompt is %q", o, want)
-			}
-		}
 	})
-}
-
-// TestPromptAllocations: composing a prompt is one allocation (a measuring
-// pass sizes the builder), and checking one is none.
-func TestPromptAllocations(t *testing.T) {
-	modes := []resolve.Mode{{Name: "a", Behaviors: "  Step by step.\n"}, {Name: "b", Behaviors: "Assume it failed."}}
-	d := resolve.Directives{Authority: []string{"Decide."}, Boundaries: []string{"No code.", "No merges.  "}, Escalations: []string{"Conflict."}}
-	body := "\n# Role\n\nYou are the architect.\n"
-	overlays := []string{"Prefer boring technology.", "Decide by Friday."}
-	got := resolve.CastsPrompt(body, modes, d, overlays...)
-	if n := testing.AllocsPerRun(100, func() { _ = resolve.CastsPrompt(body, modes, d, overlays...) }); n != 1 {
-		t.Errorf("CastsPrompt: %v allocations, want 1", n)
-	}
-	if n := testing.AllocsPerRun(100, func() { _ = resolve.CastsPromptMatches(got, body, modes, d, overlays...) }); n != 0 {
-		t.Errorf("CastsPromptMatches: %v allocations, want 0", n)
-	}
-}
-
-// MessageHead is the rule of DESIGN.md's lion_system preamble: the trimmed
-// preamble when lion_system is on, nothing when it is off or blank.
-func TestMessageHead(t *testing.T) {
-	cases := []struct {
-		preamble string
-		lion     bool
-		want     string
-	}{
-		{"You are part of a fleet.", true, "You are part of a fleet."},
-		{"\n  Padded.\n\n", true, "Padded."},
-		{"You are part of a fleet.", false, ""},
-		{"", true, ""},
-		{" \n\t", true, ""},
-	}
-	for _, c := range cases {
-		if got := resolve.MessageHead(c.preamble, c.lion); got != c.want {
-			t.Errorf("MessageHead(%q, %v) = %q, want %q", c.preamble, c.lion, got, c.want)
-		}
-	}
-}
-
-// TestTextArena: a shared arena's texts equal those composed alone, stay
-// as they were while later resolutions fill the block and move on to new
-// ones, and cost far less than an allocation each.
-func TestTextArena(t *testing.T) {
-	role := resolve.Role{Name: "architect", Body: strings.Repeat("You decide how a system is structured. ", 60)}
-	in := resolve.Inputs{
-		Catalog: &resolve.Catalog{Roles: map[string]resolve.Role{"architect": role}, Modes: map[string]resolve.Mode{}},
-		Pack:    &resolve.Pack{Name: "team", Roles: map[string]resolve.PackEntry{"architect": {Model: ptr("m")}}},
-	}
-	preamble := "You are part of a fleet."
-	var arena resolve.TextArena
-	// got is the arena's message; msg is a copy of the one composed alone.
-	type text struct{ got, msg string }
-	var texts []text
-	for i := range 40 { // 40 × ~2.4 KB: three blocks and more
-		in.Task.ExtraPrompt = ptr(fmt.Sprintf("Task %d: review the storage layer.", i))
-		want, wantMsg, err := resolve.ResolveWithPreamble(resolve.RoleName("architect"), in, preamble)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, msg, err := resolve.ResolveShared(resolve.RoleName("architect"), in, preamble, &arena)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.PromptBody != want.PromptBody || msg != wantMsg {
-			t.Fatalf("task %d: the arena's prompt or message differs from one composed alone", i)
-		}
-		texts = append(texts, text{got: msg, msg: strings.Clone(wantMsg)})
-		if got.PromptBody != msg[len(msg)-len(got.PromptBody):] {
-			t.Fatalf("task %d: the prompt is not the message's tail", i)
-		}
-	}
-	for i, tx := range texts {
-		if tx.got != tx.msg {
-			t.Errorf("task %d: its message changed after later resolutions used the arena", i)
-		}
-	}
-	in.Task.ExtraPrompt = ptr("One more task.")
-	n := testing.AllocsPerRun(200, func() {
-		_, _, _ = resolve.ResolveShared(resolve.RoleName("architect"), in, preamble, &arena)
-	})
-	alone := testing.AllocsPerRun(200, func() {
-		_, _, _ = resolve.ResolveShared(resolve.RoleName("architect"), in, preamble, nil)
-	})
-	// A block holds about a dozen of these messages, which share its one
-	// allocation: close to one allocation fewer per resolution (at least
-	// half of one, so that the block size may change).
-	if n > alone-0.5 {
-		t.Errorf("%.2f allocations per resolution with an arena, %.2f without: want almost one fewer", n, alone)
-	}
 }

@@ -3,14 +3,16 @@ package resolve_test
 import (
 	"errors"
 	"fmt"
+	"path"
 	"reflect"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
-	"unsafe"
 
+	"github.com/go-json-experiment/json"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"pgregory.net/rapid"
 
 	"github.com/rolecall/rolecall/materialize"
@@ -34,7 +36,11 @@ var (
 	// Plan keeps the digest's hash state (resolve.cloneMin).
 	poolTexts = []string{"", " ", "\n\n", "Body text.", "  Padded block.\n\n", "Line one.\n\nLine two.", "ünïcode ✓",
 		strings.Repeat("A long profile body, sentence after sentence. ", 30)}
-	poolLines = []string{"Decide.", "Do not merge.", "Escalate on conflict.", "Ask first."}
+	poolLines  = []string{"Decide.", "Do not merge.", "Escalate on conflict.", "Ask first."}
+	poolTiers  = []string{"strong", "balanced", "cheap"}
+	poolModels = []string{"pack-model", "big-model", "tier:strong", "tier:balanced", "tier:cheap", "tier:huge"}
+	poolSkills = []string{"adr-writing", "code-review", "diagramming", "test-plans"}
+	poolGlobs  = []string{"*", "adr-*", "*-review", "diagramming", "code-*", "test-plans", "t*", "zzz-*"}
 )
 
 // rare is true for about one draw in n+1 (more often while shrinking).
@@ -153,7 +159,7 @@ func drawPack(t *rapid.T) *resolve.Pack {
 		}
 		l := "entry." + name
 		e := resolve.PackEntry{
-			Model:  drawOptString(t, l+".model", "pack-model", "big-model"),
+			Model:  drawOptString(t, l+".model", poolModels...),
 			Effort: drawOptString(t, l+".effort", "low", "high"),
 			Active: rapid.SampledFrom([]*bool{nil, nil, nil, ptr(true), ptr(false)}).Draw(t, l+".active"),
 		}
@@ -166,6 +172,28 @@ func drawPack(t *rapid.T) *resolve.Pack {
 		e.Authority = drawList(t, l+".authority", poolLines)
 		e.Boundaries = drawList(t, l+".boundaries", poolLines)
 		e.Escalations = drawList(t, l+".escalations", poolLines)
+		e.Tiers = drawList(t, l+".tiers", poolTiers)
+		e.Skills = drawList(t, l+".skills", poolGlobs)
+		for i := range rapid.IntRange(0, 2).Draw(t, l+".variants") {
+			v := resolve.Variant{}
+			for j := range rapid.IntRange(0, 2).Draw(t, fmt.Sprintf("%s.v%d.when", l, i)) {
+				k := fmt.Sprintf("%s.v%d.c%d", l, i, j)
+				v.When = append(v.When, resolve.Condition{
+					Key:   rapid.SampledFrom([]string{"model", "tier", "pack", "role"}).Draw(t, k+".key"),
+					Value: rapid.SampledFrom([]string{"pack-model", "big-*", "tier:*", "tier:cheap", "team", "architect", "*"}).Draw(t, k+".value"),
+					Glob:  rapid.Bool().Draw(t, k+".glob"),
+				})
+			}
+			k := fmt.Sprintf("%s.v%d.set", l, i)
+			v.Set = resolve.VariantSet{
+				Effort:       drawOptString(t, k+".effort", "variant-effort"),
+				DefaultModes: drawList(t, k+".defaults", poolModes),
+				ModesAllow:   drawList(t, k+".allow", poolModes),
+				Authority:    drawList(t, k+".authority", poolLines),
+				Skills:       drawList(t, k+".skills", poolGlobs),
+			}
+			e.Variants = append(e.Variants, v)
+		}
 		p.Roles[name] = e
 	}
 	return p
@@ -229,7 +257,8 @@ func drawTask(t *rapid.T) resolve.TaskOverrides {
 		modes = rapid.SliceOfN(rapid.SampledFrom(append(slices.Clone(poolModes), "ghost")), 1, 3).Draw(t, "task.modes")
 	}
 	return resolve.TaskOverrides{
-		Model:       drawOptString(t, "task.model", "task-model"),
+		Skills:      drawList(t, "task.skills", poolGlobs),
+		Model:       drawOptString(t, "task.model", "task-model", "tier:balanced", "tier:strong"),
 		Effort:      drawOptString(t, "task.effort", "low", "high"),
 		Modes:       modes,
 		ExtraPrompt: drawOptString(t, "task.extra", "", "  \n", "Extra instructions.", "\n Padded extra. \n"),
@@ -272,6 +301,22 @@ var genScenario = rapid.Custom(func(t *rapid.T) scenario {
 		},
 		Policy: resolve.Policy{RejectLegacyProfiles: rare(t, "policy.reject", 3)},
 	}
+	if !rare(t, "models.nil", 5) {
+		m := &resolve.ModelCatalog{Tiers: map[string]*string{}, AllowFallback: rapid.Bool().Draw(t, "models.fallback?")}
+		for _, tier := range poolTiers {
+			if !rare(t, "models."+tier+".absent", 9) {
+				m.Tiers[tier] = rapid.SampledFrom([]*string{ptr("model-" + tier), ptr("model-" + tier), nil}).Draw(t, "models."+tier)
+			}
+		}
+		m.Fallback = drawList(t, "models.order", poolTiers)
+		in.Models = m
+	}
+	for _, name := range poolSkills {
+		if !rare(t, "skill."+name+".absent", 4) {
+			in.Skills = append(in.Skills, resolve.Skill{Name: name, Source: "root", Digest: "sha256:" + name})
+		}
+	}
+	in.Explain = rapid.Bool().Draw(t, "explain")
 	return scenario{ref, in}
 })
 
@@ -501,7 +546,7 @@ func (m *mutator) walk(v reflect.Value) {
 	case reflect.Struct:
 		for i := range v.NumField() {
 			f := v.Type().Field(i)
-			if f.Name == "Digest" {
+			if f.Name == "Digest" || f.Name == "Explain" { // a trusted cache; a request that decides nothing
 				continue
 			}
 			m.path = append(m.path, "."+f.Name)
@@ -601,192 +646,6 @@ func TestPropertyDeterminism(t *testing.T) {
 		}
 		if diff := cmp.Diff(e1, e3); diff != "" {
 			t.Fatalf("errors for a deep copy differ:\n%s", diff)
-		}
-	})
-}
-
-// TestPropertyResolveWithPreamble: the result is Resolve's, the error too,
-// and the message is the one the materializer makes of it, with the prompt
-// body as its tail in the same memory (one allocation for both).
-func TestPropertyResolveWithPreamble(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		sc := genScenario.Draw(t, "scenario")
-		preamble := rapid.SampledFrom([]string{"", "  \n", "You are part of a fleet.", "\n  Padded preamble.\n\n"}).Draw(t, "preamble")
-		want, wantErr := resolve.Resolve(sc.ref, sc.in)
-		got, msg, err := resolve.ResolveWithPreamble(sc.ref, sc.in, preamble)
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Fatalf("result differs from Resolve's (-Resolve +ResolveWithPreamble):\n%s", diff)
-		}
-		if diff := cmp.Diff(wantErr, err); diff != "" {
-			t.Fatalf("error differs from Resolve's:\n%s", diff)
-		}
-		if err != nil {
-			if msg != "" {
-				t.Fatalf("message %q with error %v", msg, err)
-			}
-			return
-		}
-		if wantMsg := materialize.SystemMessage(preamble, got.LionSystem, got.PromptBody); msg != wantMsg {
-			t.Fatalf("message %q, want the materializer's %q", msg, wantMsg)
-		}
-		if tail := msg[len(msg)-len(got.PromptBody):]; len(got.PromptBody) > 0 && unsafe.StringData(tail) != unsafe.StringData(got.PromptBody) {
-			t.Fatalf("prompt body is not the message's tail in memory")
-		}
-		if m, err := materialize.MaterializeSystemMessageFrom(&got, preamble, msg); err == nil && unsafe.StringData(m) != unsafe.StringData(msg) {
-			t.Fatalf("the materializer built another message instead of using the composed one")
-		}
-	})
-}
-
-// sharedArena serves every ResolveShared of the property test, so that
-// resolutions draw from blocks earlier ones filled.
-var sharedArena = new(resolve.TextArena)
-
-// TestPropertyResolveShared: the shared result equals ResolveWithPreamble's
-// (message and error too) and leaves the inputs as they were; its Clone
-// equals it and shares nothing with the inputs.
-func TestPropertyResolveShared(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		sc := genScenario.Draw(t, "scenario")
-		preamble := rapid.SampledFrom([]string{"", "You are part of a fleet."}).Draw(t, "preamble")
-		before := deepCopy(sc.in)
-		want, wantMsg, wantErr := resolve.ResolveWithPreamble(sc.ref, sc.in, preamble)
-		var arena *resolve.TextArena
-		if rapid.Bool().Draw(t, "arena") {
-			arena = sharedArena
-		}
-		got, msg, err := resolve.ResolveShared(sc.ref, sc.in, preamble, arena)
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Fatalf("result differs from ResolveWithPreamble's (-copied +shared):\n%s", diff)
-		}
-		if diff := cmp.Diff(wantErr, err); diff != "" {
-			t.Fatalf("error differs from ResolveWithPreamble's:\n%s", diff)
-		}
-		if msg != wantMsg {
-			t.Fatalf("message %q, want %q", msg, wantMsg)
-		}
-		if diff := cmp.Diff(before, sc.in); diff != "" {
-			t.Fatalf("ResolveShared mutated its inputs (-before +after):\n%s", diff)
-		}
-		if err != nil {
-			return
-		}
-		c := got.Clone()
-		if diff := cmp.Diff(got, c); diff != "" {
-			t.Fatalf("Clone differs (-original +clone):\n%s", diff)
-		}
-		scribble(reflect.ValueOf(&c).Elem())
-		if diff := cmp.Diff(before, sc.in); diff != "" {
-			t.Fatalf("scribbling a clone changed the inputs (-before +after):\n%s", diff)
-		}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Fatalf("scribbling a clone changed the result it was cloned from (-before +after):\n%s", diff)
-		}
-	})
-}
-
-// TestPropertyPlan: a plan made with any extra prompt (it is not read)
-// and finished with the task's gives ResolveShared's result, message and
-// error, and InputsDigest's digest; neither step changes the inputs.
-func TestPropertyPlan(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		sc := genScenario.Draw(t, "scenario")
-		preamble := rapid.SampledFrom([]string{"", "You are part of a fleet."}).Draw(t, "preamble")
-		var arena *resolve.TextArena
-		if rapid.Bool().Draw(t, "arena") {
-			arena = sharedArena
-		}
-		before := deepCopy(sc.in)
-		want, wantMsg, wantErr := resolve.ResolveShared(sc.ref, sc.in, preamble, arena)
-		planIn := sc.in
-		planIn.Task.ExtraPrompt = drawOptString(t, "plan.extra", "", "Another task's instructions.")
-		plan := resolve.NewPlan(sc.ref, planIn, preamble)
-		got, msg, err := plan.Resolve(sc.in.Task.ExtraPrompt, arena)
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Fatalf("result differs from ResolveShared's (-ResolveShared +plan):\n%s", diff)
-		}
-		if diff := cmp.Diff(wantErr, err); diff != "" {
-			t.Fatalf("error differs from ResolveShared's:\n%s", diff)
-		}
-		if diff := cmp.Diff(wantErr, plan.Err()); diff != "" {
-			t.Fatalf("Err differs from ResolveShared's error:\n%s", diff)
-		}
-		if msg != wantMsg {
-			t.Fatalf("message %q, want %q", msg, wantMsg)
-		}
-		if err == nil {
-			// Two results of one plan differ in the prompt body and the
-			// overlays alone (events.FixedFields relies on it).
-			other, _, _ := plan.Resolve(ptr("Fix ticket 7."), nil)
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Fatalf("a later result of the plan changed an earlier one (-before +after):\n%s", diff)
-			}
-			a, b := got, other
-			a.PromptBody, a.PromptOverlays, b.PromptBody, b.PromptOverlays = "", nil, "", nil
-			if diff := cmp.Diff(a, b); diff != "" {
-				t.Fatalf("results of one plan differ beyond the prompt body and overlays (-task's +another's):\n%s", diff)
-			}
-			// The task's extra prompt and others: one plan serves them all.
-			for _, extra := range []*string{sc.in.Task.ExtraPrompt, nil, ptr(""), ptr("Fix ticket 7.")} {
-				in := sc.in
-				in.Task.ExtraPrompt = extra
-				if d, want := plan.InputsDigest(extra), resolve.InputsDigest(sc.ref, in); d != want {
-					t.Fatalf("digest %s, want InputsDigest's %s (extra prompt %v, hash state kept: %v)", d, want, extra, resolve.PlanKeepsState(plan))
-				}
-			}
-			if tail := msg[len(msg)-len(got.PromptBody):]; len(got.PromptBody) > 0 && unsafe.StringData(tail) != unsafe.StringData(got.PromptBody) {
-				t.Fatalf("prompt body is not the message's tail in memory")
-			}
-		}
-		if diff := cmp.Diff(before, sc.in); diff != "" {
-			t.Fatalf("the plan mutated its inputs (-before +after):\n%s", diff)
-		}
-	})
-}
-
-// TestPropertyPlanApart: ResolveApart's result with its tail folded back
-// into the body and the message is Resolve's, and only a non-blank extra
-// prompt on a plan with a body is kept apart; Apart is that result without
-// the tail's block.
-func TestPropertyPlanApart(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		sc := genScenario.Draw(t, "scenario")
-		preamble := rapid.SampledFrom([]string{"", "You are part of a fleet.", "  Fleet rules.\n"}).Draw(t, "preamble")
-		plan := resolve.NewPlan(sc.ref, sc.in, preamble)
-		extra := sc.in.Task.ExtraPrompt
-		want, wantMsg, wantErr := plan.Resolve(extra, nil)
-		got, msg, tail, err := plan.ResolveApart(extra, nil)
-		if diff := cmp.Diff(wantErr, err); diff != "" {
-			t.Fatalf("error differs from Resolve's:\n%s", diff)
-		}
-		base, baseMsg, ok := plan.Apart()
-		blank := extra == nil || strings.TrimSpace(*extra) == ""
-		if wantTail := ok && !blank; (tail != "") != wantTail {
-			t.Fatalf("tail %q; want one: %v (Apart ok %v, extra prompt %v)", tail, wantTail, ok, extra)
-		}
-		if ok && plan.Err() != nil {
-			t.Fatalf("Apart ok with plan error %v", plan.Err())
-		}
-		if tail != "" {
-			if tail != strings.TrimSpace(*extra) {
-				t.Fatalf("tail %q is not the trimmed extra prompt %q", tail, *extra)
-			}
-			if base.PromptBody != got.PromptBody || baseMsg != msg {
-				t.Fatalf("ResolveApart's body/message (%q, %q) are not Apart's (%q, %q)", got.PromptBody, msg, base.PromptBody, baseMsg)
-			}
-			a, b := base, got
-			a.PromptOverlays, b.PromptOverlays = nil, nil
-			if diff := cmp.Diff(a, b); diff != "" {
-				t.Fatalf("ResolveApart's result differs from Apart's beyond the overlays (-Apart +ResolveApart):\n%s", diff)
-			}
-			got.PromptBody += resolve.BlockSeparator + tail
-			msg += resolve.BlockSeparator + tail
-		}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Fatalf("folded result differs from Resolve's (-Resolve +ResolveApart):\n%s", diff)
-		}
-		if msg != wantMsg {
-			t.Fatalf("folded message %q, want Resolve's %q", msg, wantMsg)
 		}
 	})
 }
@@ -893,7 +752,7 @@ func TestPropertyInputsDigest(t *testing.T) {
 	})
 }
 
-// TestPropertyAdapter is ADR-0043 D6's adapter test over random inputs: for
+// TestPropertyAdapter is The adapter test over random inputs: for
 // every successful casts or overlay result the Role-backed AgentSpec
 // rebuilds prompt_body exactly; a replacement is refused by the adapter and
 // installed verbatim by Materialize.
@@ -971,4 +830,196 @@ func TestPropertyShape(t *testing.T) {
 			t.Fatalf("task modes %v but sources.modes %q", sc.in.Task.Modes, spec.Sources.Modes)
 		}
 	})
+}
+
+// TestPropertyTiers: tier expansion is deterministic, and the model it
+// yields is always one the catalog names (never invented), reached by the
+// symbol's own tier or a fallback tier that has it.
+func TestPropertyTiers(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		sc := genScenario.Draw(t, "scenario")
+		got, err := resolve.Resolve(sc.ref, sc.in)
+		if err != nil {
+			return
+		}
+		again, _ := resolve.Resolve(sc.ref, deepCopy(sc.in))
+		if diff := cmp.Diff(got.ModelTier, again.ModelTier); diff != "" || got.Model != again.Model {
+			t.Fatalf("tier expansion is not deterministic:\n%s", diff)
+		}
+		mt := got.ModelTier
+		if mt == nil {
+			if strings.HasPrefix(got.Model, resolve.TierPrefix) {
+				t.Fatalf("model %q is a tier symbol left unexpanded", got.Model)
+			}
+			return
+		}
+		tier := strings.TrimPrefix(mt.ResolvedVia, "fallback:")
+		if mt.ResolvedVia == "tier" {
+			tier = strings.TrimPrefix(mt.Symbol, resolve.TierPrefix)
+		}
+		m := sc.in.Models.Tiers[tier]
+		if m == nil || *m != got.Model {
+			t.Fatalf("model %q via %s is not the catalog's model of tier %q (%v)", got.Model, mt.ResolvedVia, tier, m)
+		}
+		if strings.HasPrefix(mt.ResolvedVia, "fallback:") && !sc.in.Models.AllowFallback {
+			t.Fatalf("fell back to %s with fallback not allowed", tier)
+		}
+		if mt.CatalogDigest != resolve.ModelsDigest(sc.in.Models) {
+			t.Fatalf("catalog digest %s, want the catalog's", mt.CatalogDigest)
+		}
+	})
+}
+
+// TestPropertySkillsNarrow: the skills a spec holds are available ones,
+// admitted by the pack entry (the variant's patterns when one set them),
+// and, when the task names patterns, only ones its patterns match.
+func TestPropertySkillsNarrow(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		sc := genScenario.Draw(t, "scenario")
+		got, err := resolve.Resolve(sc.ref, sc.in)
+		if err != nil {
+			return
+		}
+		matches := func(patterns []string, name string) bool {
+			return slices.ContainsFunc(patterns, func(p string) bool { m, _ := path.Match(p, name); return m })
+		}
+		var entry []string
+		if _, casts := sc.ref.(resolve.RoleName); casts {
+			e := sc.in.Pack.Roles[string(sc.ref.(resolve.RoleName))]
+			entry = e.Skills
+			for _, i := range got.Pack.Variants {
+				if s := e.Variants[i].Set.Skills; s != nil {
+					entry = s
+				}
+			}
+		}
+		for _, s := range got.Skills {
+			if !slices.Contains(sc.in.Skills, s) {
+				t.Fatalf("skill %+v is not an available one", s)
+			}
+			if !matches(entry, s.Name) {
+				t.Fatalf("skill %q is not admitted by the entry's %q", s.Name, entry)
+			}
+			if sc.in.Task.Skills != nil && !matches(sc.in.Task.Skills, s.Name) {
+				t.Fatalf("skill %q is outside the task's %q", s.Name, sc.in.Task.Skills)
+			}
+		}
+	})
+}
+
+// TestPropertyExplainAgrees: with explain on, every field's chain has
+// exactly one selected candidate for a decided field (or selected blocks
+// for the prompt), the chain's value and source are the spec's own, and
+// the rest of the result is what Resolve gives without explaining.
+func TestPropertyExplainAgrees(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		sc := genScenario.Draw(t, "scenario")
+		sc.in.Explain = true
+		got, err := resolve.Resolve(sc.ref, sc.in)
+		plain := sc.in
+		plain.Explain = false
+		want, werr := resolve.Resolve(sc.ref, plain)
+		if diff := cmp.Diff(werr, err); diff != "" {
+			t.Fatalf("explaining changed the error:\n%s", diff)
+		}
+		if err != nil {
+			return
+		}
+		if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(resolve.ResolvedAgentSpec{}, "Explain")); diff != "" {
+			t.Fatalf("explaining changed the result:\n%s", diff)
+		}
+		sources := map[string]string{}
+		for _, kv := range got.Sources.Fields() {
+			sources[kv[0]] = kv[1]
+		}
+		specValue := map[string]any{
+			"identity": got.Sources.Identity, "pack": got.Pack.Name, "model": got.Model, "effort": valueOf(got.Effort),
+			"modes": got.Identity.Modes, "tools": got.Tools, "permissions": anyOrNil(got.Permissions),
+			"yolo": got.Yolo, "bypass": got.Bypass, "fast_mode": got.FastMode, "lion_system": got.LionSystem,
+			"prompt": got.PromptBody, "artifact_defaults": mapOrNil(got.ArtifactDefaults), "timeout": valueOf(got.Timeout),
+			"active": got.Active, "skills": skillNames(got.Skills),
+		}
+		seen := map[string]bool{}
+		for _, f := range got.Explain {
+			seen[f.Field] = true
+			if f.Source != sources[f.Field] {
+				t.Fatalf("%s: chain source %q, spec source %q", f.Field, f.Source, sources[f.Field])
+			}
+			if !equalJSON(t, f.Value, specValue[f.Field]) {
+				t.Fatalf("%s: chain value %#v, spec value %#v", f.Field, f.Value, specValue[f.Field])
+			}
+			var selected []resolve.Candidate
+			for _, c := range f.Candidates {
+				if c.Status == resolve.StatusSelected {
+					selected = append(selected, c)
+				}
+			}
+			if f.Field == "prompt" {
+				continue // every non-blank block is selected
+			}
+			if len(selected) != 1 {
+				t.Fatalf("%s: %d selected candidates, want 1: %+v", f.Field, len(selected), f.Candidates)
+			}
+			if f.Field == "identity" {
+				continue // the candidate is the name, the value its token
+			}
+			if f.Field == "model" || f.Field == "skills" {
+				// the selected candidate offers the symbol or the patterns
+				if selected[0].Source != f.Source {
+					t.Fatalf("%s: selected %q, spec source %q", f.Field, selected[0].Source, f.Source)
+				}
+				continue
+			}
+			if selected[0].Source != f.Source || !equalJSON(t, selected[0].Value, specValue[f.Field]) {
+				t.Fatalf("%s: selected %s=%#v, spec %s=%#v", f.Field, selected[0].Source, selected[0].Value, f.Source, specValue[f.Field])
+			}
+		}
+		for field := range sources {
+			if !seen[field] {
+				t.Fatalf("no chain for %s", field)
+			}
+		}
+	})
+}
+
+func valueOf[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func anyOrNil(p *resolve.PermissionPolicy) any {
+	if p == nil {
+		return nil
+	}
+	return p
+}
+
+func mapOrNil(m map[string]any) any {
+	if m == nil {
+		return nil
+	}
+	return m
+}
+
+func skillNames(s []resolve.Skill) []string {
+	out := []string{}
+	for _, k := range s {
+		out = append(out, k.Name)
+	}
+	return out
+}
+
+func equalJSON(t *rapid.T, a, b any) bool {
+	// Nil and empty lists stay apart, as outcome data encodes them.
+	ja, err := json.Marshal(a, json.Deterministic(true), json.FormatNilSliceAsNull(true), json.FormatNilMapAsNull(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jb, err := json.Marshal(b, json.Deterministic(true), json.FormatNilSliceAsNull(true), json.FormatNilMapAsNull(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(ja) == string(jb)
 }

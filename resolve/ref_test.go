@@ -176,7 +176,7 @@ func TestRoster(t *testing.T) {
 }
 
 // TestRosterAgreesWithResolve: planner guidance and assignment validation
-// use one value (ADR D4): every roster entry resolves, and every active or
+// use one value: every roster entry resolves, and every active or
 // inactive built-in Role outside it fails.
 func TestRosterAgreesWithResolve(t *testing.T) {
 	in := inputs()

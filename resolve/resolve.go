@@ -2,111 +2,92 @@ package resolve
 
 import (
 	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strconv"
 	"strings"
 )
 
 // Resolve decides the effective agent configuration for ref from in, or
-// returns the first *ResolutionError in the validation order of DESIGN.md §4.
-// It is pure: it reads nothing but its arguments and never mutates them.
+// returns the first *ResolutionError in the validation order of
+// docs/CONFIG.md. It is pure: it reads nothing but its arguments, never
+// mutates them, and no slice, map or pointer of its result is shared with
+// them, so a caller may keep or change the result freely. With
+// in.Explain set, the result also records every field's candidates.
 func Resolve(ref RoleRef, in Inputs) (ResolvedAgentSpec, error) {
-	var r resolution
-	if err := r.run(ref, in); err != nil {
+	r := resolution{in: in, ex: chain{on: in.Explain}}
+	if err := r.run(ref); err != nil {
 		return ResolvedAgentSpec{}, err
 	}
+	r.out.Explain = r.ex.fields
 	return r.out, nil
 }
 
-// ResolveWithPreamble is Resolve(ref, in) and, second, the system message
-// a materializer makes of the result with this preamble: MessageHead +
-// BlockSeparator + PromptBody, or PromptBody itself when the head is empty
-// (materialize.SystemMessage). The message and the prompt body are one
-// allocation, the body its tail, so a caller that needs both — the worker
-// publishes both — pays for the prompt once. The preamble decides nothing
-// in the result, which equals Resolve's.
-func ResolveWithPreamble(ref RoleRef, in Inputs, preamble string) (ResolvedAgentSpec, string, error) {
-	r := resolution{preamble: preamble}
-	if err := r.run(ref, in); err != nil {
-		return ResolvedAgentSpec{}, "", err
-	}
-	return r.out, r.message, nil
-}
-
-// ResolveShared is ResolveWithPreamble without the deep copy that keeps
-// the result apart from its inputs: its lists, maps, Role and effort may
-// be the inputs' own (the snapshot's, the task's). The system message (and
-// the prompt body, its tail) is carved from arena when it is not nil. It
-// is for a caller that only reads the result while the inputs stand, as
-// the worker does: it encodes the result and drops it. Neither side may
-// then be modified; a result handed on to code that might must come from
-// Resolve or ResolveWithPreamble, or be copied with Clone. The copy was
-// about half of the worker's resolution time (docs/PERFORMANCE.md).
-func ResolveShared(ref RoleRef, in Inputs, preamble string, arena *TextArena) (ResolvedAgentSpec, string, error) {
-	r := resolution{preamble: preamble, shared: true, arena: arena}
-	if err := r.run(ref, in); err != nil {
-		return ResolvedAgentSpec{}, "", err
-	}
-	return r.out, r.message, nil
-}
-
+// resolution is one run of Resolve: the steps below fill out in order.
 type resolution struct {
 	in Inputs
-	// role and entry are copies of the catalog's Role and the pack's
-	// entry (values, so that holding them allocates nothing); both are
-	// unset for a replacement identity.
+	ex chain
+	// role and entry are the catalog's Role and the pack's entry as the
+	// variants left it; both are unset for a replacement identity.
 	role    Role
 	entry   PackEntry
 	profile *ExternalProfile // the supplied profile, if it applies
 	replace bool
-	// overlays[:nOverlays] are the casts prompt's overlay blocks.
-	overlays  [2]string
-	nOverlays int
-	out       ResolvedAgentSpec
-	// preamble is ResolveWithPreamble's; message is the system message
-	// composed with the prompt body (the body when there is no preamble).
-	preamble string
-	message  string
-	// shared and arena are ResolveShared's: the result is not deep-copied
-	// at the end, and its text comes from arena (when not nil).
-	shared bool
-	arena  *TextArena
+	// tier is the tier symbol the model was written as ("" for a literal).
+	tier string
+	// setBy says which variant set each entry field (-1: none).
+	setBy variantFields
+	out   ResolvedAgentSpec
 }
 
-func (r *resolution) run(ref RoleRef, in Inputs) error {
-	r.in = in
-	if in.Catalog == nil {
+// variantFields holds, per field a variant may set, the index of the last
+// variant that set it, or -1.
+type variantFields struct {
+	effort, defaultModes, modesAllow, authority, boundaries, escalations, skills int
+}
+
+func (r *resolution) run(ref RoleRef) error {
+	if r.in.Catalog == nil {
 		return fail(CodeRoleUnknown, ref.Token(), nil, "no catalog was supplied")
 	}
-	// 1. classify identity.
+	r.setBy = variantFields{-1, -1, -1, -1, -1, -1, -1}
+	// 1.–2. classify the identity and check the profile's disposition.
 	if err := r.classify(ref); err != nil {
 		return err
 	}
-	// 3. casts identity needs an active entry in the selected pack.
+	// 3. a casts identity needs an active entry in the selected pack.
 	if !r.replace {
 		if err := r.packEntry(); err != nil {
 			return err
 		}
 	}
-	// 4. model and effort.
-	if err := r.modelEffort(); err != nil {
+	// 4. the model, and 4b. its tier symbol expanded.
+	if err := r.model(); err != nil {
 		return err
 	}
+	if err := r.expandTier(); err != nil {
+		return err
+	}
+	// 4c. the entry's variants, chosen by the model; then the effort,
+	// which a variant may set.
+	r.variants()
+	r.effort()
 	// 5.–6. Modes.
 	modes, err := r.modes()
 	if err != nil {
+		return err
+	}
+	// 6b. skills.
+	if err := r.skills(); err != nil {
 		return err
 	}
 	// 7. tools, permissions, flags, artifacts, deadline.
 	if err := r.rest(); err != nil {
 		return err
 	}
-	// 8. prompt and sources.
+	// 8.–9. prompt and sources.
 	r.prompt(modes)
-	// The result shares the inputs' lists and maps; Resolve and
-	// ResolveWithPreamble hand out a deep copy instead.
-	r.share()
-	if !r.shared {
-		r.out = r.out.Clone()
-	}
 	return nil
 }
 
@@ -121,10 +102,11 @@ func (r *resolution) classify(ref RoleRef) error {
 		}
 		r.role = role
 		r.out.Sources.Identity = "casts:" + name
+		r.ex.add("identity", r.out.Sources.Identity, r.out.Sources.Identity,
+			Candidate{Source: r.out.Sources.Identity, Status: StatusSelected, Value: name, Reason: "a bare role name selects the built-in catalog only", Key: "role"})
 		if p == nil {
 			return nil
 		}
-		// 2. profile/disposition for a bare built-in Role.
 		if !p.IsEnabled() {
 			return fail(CodeExternalProfileInactive, p.Name, nil, "external profile %q is disabled", p.Name)
 		}
@@ -182,6 +164,8 @@ func (r *resolution) classify(ref RoleRef) error {
 			}}
 		}
 		r.profile = p
+		r.ex.add("identity", r.out.Sources.Identity, r.out.Sources.Identity,
+			Candidate{Source: r.out.Sources.Identity, Status: StatusSelected, Value: p.Name, Reason: "external:<name> selects a replacement profile explicitly", Key: "role"})
 		return nil
 	default:
 		return fail(CodeTaskInvalid, "role", nil, "unsupported role reference %T", ref)
@@ -206,41 +190,224 @@ func (r *resolution) packEntry() error {
 	return nil
 }
 
-// cand is one precedence level for a string field.
-type cand struct {
-	v   *string
-	src string
+// entryKey is where an entry field is written in the pack.
+func (r *resolution) entryKey(field string) string { return "roles." + r.role.Name + "." + field }
+
+// variantKey is where variant i sets field.
+func (r *resolution) variantKey(i int, field string) string {
+	return r.entryKey("variants[" + strconv.Itoa(i) + "].set." + field)
 }
 
-// first returns the first level that sets a value, and its source.
-func first(levels ...cand) (*string, string) {
-	for _, c := range levels {
-		if c.v != nil {
-			return c.v, c.src
+// noEntry excludes the pack's offers for a replacement identity.
+func (r *resolution) noEntry() string {
+	if r.replace {
+		return "a replacement identity has no pack entry"
+	}
+	return ""
+}
+
+// first returns the first offer that sets a value and no rule excludes.
+func first[T any](offers []*T, srcs ...string) (*T, string) {
+	for i, v := range offers {
+		if v != nil {
+			return v, srcs[i]
 		}
 	}
 	return nil, ""
 }
 
-func (r *resolution) modelEffort() error {
-	var pm, pe *string
-	if r.profile != nil {
-		pm, pe = r.profile.Model, r.profile.Effort
+func (r *resolution) profileStr(f func(*ExternalProfile) *string) *string {
+	if r.profile == nil {
+		return nil
 	}
-	em, ee := r.entry.Model, r.entry.Effort // unset for a replacement
+	return f(r.profile)
+}
+
+// model is step 4: task → external profile → pack entry → runtime default.
+func (r *resolution) model() error {
 	t, d := r.in.Task, r.in.Defaults
-	model, src := first(cand{t.Model, SourceTask}, cand{pm, SourceExternalProfile}, cand{em, SourcePack}, cand{d.Model, SourceRuntimeDefault})
+	pm := r.profileStr(func(p *ExternalProfile) *string { return p.Model })
+	model, src := first([]*string{t.Model, pm, r.entry.Model, d.Model}, SourceTask, SourceExternalProfile, SourcePack, SourceRuntimeDefault)
+	if r.ex.on {
+		r.ex.add("model", nil, src, rank(
+			offer{SourceTask, val(t.Model), "overrides.model", ""},
+			offer{SourceExternalProfile, val(pm), "model", ""},
+			offer{SourcePack, val(r.entry.Model), r.entryKey("model"), r.noEntry()},
+			offer{SourceRuntimeDefault, val(d.Model), "defaults.model", ""},
+		)...)
+	}
 	if model == nil || *model == "" {
 		return fail(CodeModelUnresolved, r.identityName(), nil, "no model for %s: task, profile, pack and runtime defaults give none", r.out.Sources.Identity)
 	}
 	r.out.Model, r.out.Sources.Model = *model, src
-	effort, src := first(cand{t.Effort, SourceTask}, cand{pe, SourceExternalProfile}, cand{ee, SourcePack}, cand{d.Effort, SourceRuntimeDefault})
+	return nil
+}
+
+// expandTier is step 4b: a tier symbol becomes the model its tier, or a
+// fallback tier, names in the model catalog. It never invents a model.
+func (r *resolution) expandTier() error {
+	sym := r.out.Model
+	name, ok := strings.CutPrefix(sym, TierPrefix)
+	if !ok {
+		r.explainModel("a literal model")
+		return nil
+	}
+	r.tier = sym
+	m := r.in.Models
+	if m == nil {
+		return fail(CodeTierUnknown, sym, map[string]any{"tier": name, "known": []string{}},
+			"model %q names a tier, but no model catalog is configured (rolecall.yaml models:)", sym)
+	}
+	if _, ok := m.Tiers[name]; !ok {
+		return fail(CodeTierUnknown, sym, map[string]any{"tier": name, "known": sortedKeys(m.Tiers)},
+			"tier %q is not in the model catalog (known: %s)", name, quoteList(sortedKeys(m.Tiers)))
+	}
+	if !r.supports(name) {
+		return fail(CodeTierUnsupported, sym, map[string]any{"tier": name, "supported": slices.Clone(r.entry.Tiers)},
+			"role %q in pack %q does not support tier %q (supported: %s)", r.role.Name, r.in.Pack.Name, name, quoteList(r.entry.Tiers))
+	}
+	var supported []string
+	if !r.replace {
+		supported = r.entry.Tiers
+	}
+	model, via, tried, ok := m.Expand(name, supported)
+	if !ok {
+		return fail(CodeTierUnavailable, sym, map[string]any{"tier": name, "allow_fallback": m.AllowFallback, "tried": tried},
+			"tier %q has no model now and %s", name, map[bool]string{true: "no fallback tier has one", false: "fallback is not allowed"}[m.AllowFallback])
+	}
+	r.out.Model = model
+	r.out.ModelTier = &ModelTier{Symbol: sym, ResolvedVia: via, CatalogDigest: ModelsDigest(m)}
+	r.explainModel("tier " + name + " resolved via " + via)
+	return nil
+}
+
+// explainModel completes the model's chain with the concrete model.
+func (r *resolution) explainModel(how string) {
+	if r.ex.on {
+		f := &r.ex.fields[len(r.ex.fields)-1]
+		f.Value = r.out.Model
+		for i := range f.Candidates {
+			if f.Candidates[i].Status == StatusSelected {
+				f.Candidates[i].Reason += "; " + how
+			}
+		}
+	}
+}
+
+// supports reports whether the role's entry allows tier (a replacement has
+// no entry, and an empty list allows every tier).
+func (r *resolution) supports(tier string) bool {
+	return r.replace || len(r.entry.Tiers) == 0 || slices.Contains(r.entry.Tiers, tier)
+}
+
+// fallbackAfter is the part of the fallback order after tier: the whole
+// order when tier is not in it.
+func fallbackAfter(order []string, tier string) []string {
+	if i := slices.Index(order, tier); i >= 0 {
+		return order[i+1:]
+	}
+	return order
+}
+
+// variants is step 4c: every variant whose conditions hold for the task's
+// selector (the model after steps 4 and 4b, the tier symbol as written,
+// the pack and the role) applies in declaration order, later ones winning.
+// The selector is computed once, from the unchanged base.
+func (r *resolution) variants() {
+	if r.in.Pack != nil {
+		r.out.Pack.Variants = []int{}
+	}
+	if r.replace {
+		return
+	}
+	sel := map[string]string{WhenModel: r.out.Model, WhenPack: r.in.Pack.Name, WhenRole: r.role.Name}
+	if r.tier != "" {
+		sel[WhenTier] = r.tier
+	}
+	for i, v := range r.entry.Variants {
+		if !v.matches(sel) {
+			continue
+		}
+		r.out.Pack.Variants = append(r.out.Pack.Variants, i)
+		s := v.Set
+		if s.Effort != nil {
+			r.entry.Effort, r.setBy.effort = s.Effort, i
+		}
+		if s.DefaultModes != nil {
+			r.entry.DefaultModes, r.setBy.defaultModes = s.DefaultModes, i
+		}
+		if s.ModesAllow != nil {
+			r.entry.ModesAllow, r.setBy.modesAllow = s.ModesAllow, i
+		}
+		if s.Authority != nil {
+			r.entry.Authority, r.setBy.authority = s.Authority, i
+		}
+		if s.Boundaries != nil {
+			r.entry.Boundaries, r.setBy.boundaries = s.Boundaries, i
+		}
+		if s.Escalations != nil {
+			r.entry.Escalations, r.setBy.escalations = s.Escalations, i
+		}
+		if s.Skills != nil {
+			r.entry.Skills, r.setBy.skills = s.Skills, i
+		}
+	}
+}
+
+// matches reports whether every condition holds for the selector; a key
+// the selector lacks (no tier symbol) holds for no condition.
+func (v Variant) matches(sel map[string]string) bool {
+	for _, c := range v.When {
+		got, ok := sel[c.Key]
+		if !ok {
+			return false
+		}
+		if c.Glob {
+			if m, err := path.Match(c.Value, got); err != nil || !m {
+				return false
+			}
+		} else if got != c.Value {
+			return false
+		}
+	}
+	return true
+}
+
+// entrySource is the source and key of an entry field: the pack's own, or
+// the variant's that set it (i ≥ 0).
+func (r *resolution) entrySource(field string, i int) (string, string) {
+	if i >= 0 {
+		return SourcePackVariant, r.variantKey(i, field)
+	}
+	return SourcePack, r.entryKey(field)
+}
+
+// effort: task → external profile → pack entry (or the variant that set
+// it) → runtime default → none (the provider's default).
+func (r *resolution) effort() {
+	t, d := r.in.Task, r.in.Defaults
+	pe := r.profileStr(func(p *ExternalProfile) *string { return p.Effort })
+	packSrc, packKey := r.entrySource("effort", r.setBy.effort)
+	effort, src := first([]*string{t.Effort, pe, r.entry.Effort, d.Effort}, SourceTask, SourceExternalProfile, packSrc, SourceRuntimeDefault)
 	if effort == nil {
 		r.out.Sources.Effort = SourceProviderDefault
 	} else {
-		r.out.Effort, r.out.Sources.Effort = effort, src
+		v := *effort
+		r.out.Effort, r.out.Sources.Effort = &v, src
 	}
-	return nil
+	if r.ex.on {
+		c := rank(
+			offer{SourceTask, val(t.Effort), "overrides.effort", ""},
+			offer{SourceExternalProfile, val(pe), "effort", ""},
+			offer{packSrc, val(r.entry.Effort), packKey, r.noEntry()},
+			offer{SourceRuntimeDefault, val(d.Effort), "defaults.effort", ""},
+		)
+		c = append(c, Candidate{Source: SourceProviderDefault, Status: StatusAbsent, Reason: "used only when no layer sets an effort"})
+		if effort == nil {
+			c[len(c)-1].Status, c[len(c)-1].Reason = StatusSelected, "no layer sets an effort: the provider's default applies"
+		}
+		r.ex.add("effort", val(r.out.Effort), r.out.Sources.Effort, c...)
+	}
 }
 
 func (r *resolution) identityName() string {
@@ -255,27 +422,58 @@ func (r *resolution) modes() ([]Mode, error) {
 	req := r.in.Task.Modes
 	if r.replace {
 		if len(req) > 0 {
-			return nil, fail(CodeModesOnReplacement, r.profile.Name, map[string]any{"modes": clone(req)},
+			return nil, fail(CodeModesOnReplacement, r.profile.Name, map[string]any{"modes": slices.Clone(req)},
 				"replacement profile %q takes no Modes, got %s", r.profile.Name, quoteList(req))
 		}
 		r.out.Sources.Modes = SourceNone
+		r.ex.add("modes", []string{}, SourceNone,
+			Candidate{Source: SourceTask, Status: StatusAbsent, Value: list(req), Reason: "a replacement identity takes no Modes", Key: "modes"},
+			Candidate{Source: SourcePack, Status: StatusExcluded, Reason: "a replacement identity has no pack entry"},
+			Candidate{Source: SourceNone, Status: StatusSelected, Value: []string{}, Reason: "a replacement identity has no Modes"})
 		return nil, nil
 	}
+	packSrc, packKey := r.entrySource("default_modes", r.setBy.defaultModes)
+	defaults := r.entry.DefaultModes
 	fromPack := false
 	switch {
 	case req != nil:
 		r.out.Sources.Modes = SourceTask
-	case len(r.entry.DefaultModes) > 0:
-		req, fromPack = r.entry.DefaultModes, true
-		r.out.Sources.Modes = SourcePack
+	case len(defaults) > 0:
+		req, fromPack = defaults, true
+		r.out.Sources.Modes = packSrc
 	default:
 		r.out.Sources.Modes = SourceNone
 	}
+	if r.ex.on {
+		var excluded string
+		if r.in.Task.Modes != nil && len(r.in.Task.Modes) == 0 {
+			excluded = "the task's explicit empty list excludes the pack's defaults"
+		}
+		var packOffer any
+		if len(defaults) > 0 {
+			packOffer = defaults
+		}
+		if packOffer == nil {
+			excluded = ""
+		}
+		c := rank(offer{SourceTask, list(r.in.Task.Modes), "modes", ""}, offer{packSrc, packOffer, packKey, excluded})
+		none := Candidate{Source: SourceNone, Status: StatusAbsent, Reason: "used only when neither gives Modes"}
+		if r.out.Sources.Modes == SourceNone {
+			none.Status, none.Reason, none.Value = StatusSelected, "neither the task nor the pack gives Modes", []string{}
+		}
+		// The value is the outcome's: an empty list, never null, when no
+		// layer gives Modes.
+		value := append([]string{}, req...)
+		r.ex.add("modes", value, r.out.Sources.Modes, append(c, none)...)
+	}
 	modes, err := r.checkModes(req)
 	if err != nil && fromPack {
-		return nil, fail(CodePackDefaultInvalid, r.in.Pack.Name+"/"+r.role.Name, map[string]any{
-			"pack": r.in.Pack.Name, "role": r.role.Name, "mode": err.Subject, "reason": string(err.Code),
-		}, "pack %q default_modes for role %q: %s", r.in.Pack.Name, r.role.Name, err.Message)
+		details := map[string]any{"pack": r.in.Pack.Name, "role": r.role.Name, "mode": err.Subject, "reason": string(err.Code)}
+		if r.setBy.defaultModes >= 0 {
+			details["variant"] = r.setBy.defaultModes
+		}
+		return nil, fail(CodePackDefaultInvalid, r.in.Pack.Name+"/"+r.role.Name, details,
+			"pack %q default_modes for role %q: %s", r.in.Pack.Name, r.role.Name, err.Message)
 	}
 	if err != nil {
 		return nil, err
@@ -295,16 +493,14 @@ func (r *resolution) checkModes(names []string) ([]Mode, *ResolutionError) {
 		modes[i] = m
 	}
 	for i, n := range names {
-		for _, prev := range names[:i] {
-			if prev == n {
-				return nil, fail(CodeModeDuplicate, n, nil, "mode %q is listed twice", n)
-			}
+		if slices.Contains(names[:i], n) {
+			return nil, fail(CodeModeDuplicate, n, nil, "mode %q is listed twice", n)
 		}
 	}
 	if allow := r.entry.ModesAllow; len(allow) > 0 {
 		for _, n := range names {
-			if !contains(allow, n) {
-				return nil, fail(CodeModeDisallowed, n, map[string]any{"mode": n, "allowed": clone(allow)},
+			if !slices.Contains(allow, n) {
+				return nil, fail(CodeModeDisallowed, n, map[string]any{"mode": n, "allowed": slices.Clone(allow)},
 					"mode %q is not allowed for role %q in pack %q (allowed: %s)", n, r.role.Name, r.in.Pack.Name, quoteList(allow))
 			}
 		}
@@ -312,7 +508,7 @@ func (r *resolution) checkModes(names []string) ([]Mode, *ResolutionError) {
 	for i := range modes {
 		for j := i + 1; j < len(modes); j++ {
 			a, b := modes[i], modes[j]
-			if contains(a.ConflictsWith, b.Name) || contains(b.ConflictsWith, a.Name) {
+			if slices.Contains(a.ConflictsWith, b.Name) || slices.Contains(b.ConflictsWith, a.Name) {
 				return nil, fail(CodeModeConflict, b.Name, map[string]any{"modes": []string{a.Name, b.Name}},
 					"modes %q and %q conflict", a.Name, b.Name)
 			}
@@ -321,24 +517,151 @@ func (r *resolution) checkModes(names []string) ([]Mode, *ResolutionError) {
 	return modes, nil
 }
 
+// skills is step 6b: the entry's patterns admit skills; the task's narrow
+// within them. Every pattern must match (skill_unmatched), then no skill
+// may match two patterns of one list (skill_overlap).
+func (r *resolution) skills() error {
+	var entry []string
+	if !r.replace {
+		entry = r.entry.Skills
+	}
+	task := r.in.Task.Skills
+	avail := make([]string, len(r.in.Skills))
+	for i, s := range r.in.Skills {
+		avail[i] = s.Name
+	}
+	entryMatches, err := matchAll(entry, avail, "the pack entry's", nil)
+	if err != nil {
+		return err
+	}
+	admitted := union(entryMatches)
+	taskMatches, err := matchAll(task, admitted, "the task's", avail)
+	if err != nil {
+		return err
+	}
+	if err := overlap(entry, entryMatches, "the pack entry's"); err != nil {
+		return err
+	}
+	if err := overlap(task, taskMatches, "the task's"); err != nil {
+		return err
+	}
+	packSrc, packKey := r.entrySource("skills", r.setBy.skills)
+	selected := admitted
+	switch {
+	case task != nil:
+		selected, r.out.Sources.Skills = union(taskMatches), SourceTask
+	case entry != nil:
+		r.out.Sources.Skills = packSrc
+	default:
+		r.out.Sources.Skills = SourceNone
+	}
+	r.out.Skills = make([]Skill, 0, len(selected))
+	for _, s := range r.in.Skills {
+		if slices.Contains(selected, s.Name) {
+			r.out.Skills = append(r.out.Skills, s)
+		}
+	}
+	if r.ex.on {
+		var reason string
+		if r.replace && r.entry.Skills != nil {
+			reason = r.noEntry()
+		}
+		c := []Candidate{{Source: SourceTask, Value: list(task), Key: "skills"}, {Source: packSrc, Value: list(entry), Key: packKey, Status: StatusExcluded, Reason: reason}}
+		switch {
+		case task != nil:
+			c[0].Status, c[0].Reason = StatusSelected, "the task narrows what the pack entry admits"
+			c[1].Status, c[1].Reason = StatusShadowed, "admits the skills the task narrows"
+		case entry != nil:
+			c[0].Status, c[0].Reason = StatusAbsent, "not set: every admitted skill"
+			c[1].Status, c[1].Reason = StatusSelected, "admits these skills"
+		default:
+			c[0].Status, c[0].Reason = StatusAbsent, "not set"
+			if reason == "" {
+				c[1].Status, c[1].Reason = StatusAbsent, "not set: the entry admits no skill"
+			}
+			c = withNone(c, SourceNone)
+		}
+		// The value is the outcome's list of skill names ([] for none).
+		names := make([]string, len(r.out.Skills))
+		for i, s := range r.out.Skills {
+			names[i] = s.Name
+		}
+		r.ex.add("skills", names, r.out.Sources.Skills, c...)
+	}
+	return nil
+}
+
+// matchAll expands each pattern against names; a pattern that matches
+// none is skill_unmatched. outside, when not nil, are the names beyond
+// the set a narrowing list may reach, for a clearer message.
+func matchAll(patterns, names []string, whose string, outside []string) ([][]string, error) {
+	out := make([][]string, len(patterns))
+	for i, p := range patterns {
+		for _, n := range names {
+			if m, err := path.Match(p, n); err == nil && m {
+				out[i] = append(out[i], n)
+			}
+		}
+		if len(out[i]) == 0 {
+			msg := fmt.Sprintf("%s skill pattern %q matches no skill", whose, p)
+			for _, n := range outside {
+				if m, err := path.Match(p, n); err == nil && m {
+					msg = fmt.Sprintf("%s skill pattern %q matches only skills the pack entry does not admit", whose, p)
+					break
+				}
+			}
+			return nil, fail(CodeSkillUnmatched, p, map[string]any{"pattern": p, "list": strings.TrimSuffix(strings.TrimPrefix(whose, "the "), "'s")}, "%s", msg)
+		}
+	}
+	return out, nil
+}
+
+// overlap fails when one skill is matched by two patterns of one list.
+func overlap(patterns []string, matches [][]string, whose string) error {
+	for i := range matches {
+		for j := i + 1; j < len(matches); j++ {
+			for _, n := range matches[j] {
+				if slices.Contains(matches[i], n) {
+					return fail(CodeSkillOverlap, n, map[string]any{"skill": n, "patterns": []string{patterns[i], patterns[j]}},
+						"skill %q is matched by both %q and %q in %s list", n, patterns[i], patterns[j], whose)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// union is the sorted, distinct names of matches.
+func union(matches [][]string) []string {
+	out := []string{}
+	for _, m := range matches {
+		for _, n := range m {
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 func (r *resolution) rest() error {
 	t, d, p := r.in.Task, r.in.Defaults, r.profile
 	out := &r.out
 
-	// Tools and Permissions are the inputs' own (see run).
 	if t.Tools != nil {
-		out.Tools, out.Sources.Tools = t.Tools, SourceTask
+		out.Tools, out.Sources.Tools = slices.Clone(t.Tools), SourceTask
 	} else {
-		out.Tools, out.Sources.Tools = d.Tools, SourceRuntimeDefault
+		out.Tools, out.Sources.Tools = slices.Clone(d.Tools), SourceRuntimeDefault
 	}
 	if out.Tools == nil {
 		out.Tools = []string{}
 	}
 	switch {
 	case t.Permissions != nil:
-		out.Permissions, out.Sources.Permissions = t.Permissions, SourceTask
+		out.Permissions, out.Sources.Permissions = t.Permissions.Clone(), SourceTask
 	case d.Permissions != nil:
-		out.Permissions, out.Sources.Permissions = d.Permissions, SourceRuntimeDefault
+		out.Permissions, out.Sources.Permissions = d.Permissions.Clone(), SourceRuntimeDefault
 	default:
 		out.Sources.Permissions = SourceNone
 	}
@@ -361,9 +684,9 @@ func (r *resolution) rest() error {
 
 	switch {
 	case p != nil && p.ArtifactDefaults != nil:
-		out.ArtifactDefaults, out.Sources.ArtifactDefaults = p.ArtifactDefaults, SourceExternalProfile
+		out.ArtifactDefaults, out.Sources.ArtifactDefaults = CloneMap(p.ArtifactDefaults), SourceExternalProfile
 	case !r.replace && r.role.ArtifactDefaults != nil:
-		out.ArtifactDefaults, out.Sources.ArtifactDefaults = r.role.ArtifactDefaults, SourceRole
+		out.ArtifactDefaults, out.Sources.ArtifactDefaults = CloneMap(r.role.ArtifactDefaults), SourceRole
 	default:
 		out.Sources.ArtifactDefaults = SourceNone
 	}
@@ -387,13 +710,135 @@ func (r *resolution) rest() error {
 		out.Sources.Active = SourcePack
 	}
 	if r.in.Pack != nil {
-		out.Pack = PackRef{Name: r.in.Pack.Name, Digest: PackDigest(r.in.Pack)}
+		out.Pack.Name, out.Pack.Digest = r.in.Pack.Name, PackDigest(r.in.Pack)
 	}
 	out.Sources.Pack = SourceWorkerDefault
 	if r.in.PackSelection == PackFromTask {
 		out.Sources.Pack = SourceTask
 	}
+	if r.ex.on {
+		r.explainRest(py, pb, pf, pl)
+	}
 	return nil
+}
+
+// explainRest records the chains of the fields rest decided.
+func (r *resolution) explainRest(py, pb, pf, pl *bool) {
+	t, d, out := r.in.Task, r.in.Defaults, &r.out
+	pack := []Candidate{
+		{Source: SourceTask, Status: StatusAbsent, Reason: "not set", Key: "pack"},
+		{Source: SourceWorkerDefault, Status: StatusSelected, Value: out.Pack.Name, Reason: "the task named no pack", Key: "default_pack"},
+	}
+	if r.in.PackSelection == PackFromTask {
+		pack[0].Status, pack[0].Value, pack[0].Reason = StatusSelected, out.Pack.Name, "the task named the pack"
+		pack[1].Status, pack[1].Value, pack[1].Reason = StatusShadowed, nil, "the task named the pack"
+	}
+	if r.in.Pack == nil {
+		// Only a replacement resolves without a pack: its one candidate is
+		// the layer that was to choose it, giving the empty name.
+		key := map[bool]string{true: "pack", false: "default_pack"}[out.Sources.Pack == SourceTask]
+		pack = []Candidate{{Source: out.Sources.Pack, Status: StatusSelected, Value: "", Reason: "no pack was supplied; a replacement identity needs none", Key: key}}
+	}
+	r.ex.add("pack", out.Pack.Name, out.Sources.Pack, pack...)
+	defTools := d.Tools
+	if defTools == nil {
+		defTools = []string{} // the last resort: no tools
+	}
+	r.ex.add("tools", out.Tools, out.Sources.Tools, explicitList(
+		offer{SourceTask, list(t.Tools), "overrides.tools", ""},
+		offer{SourceRuntimeDefault, defTools, "defaults.tools", ""})...)
+	perm := rank(
+		offer{SourceTask, nilIfNil(t.Permissions), "overrides.permissions", ""},
+		offer{SourceRuntimeDefault, nilIfNil(d.Permissions), "defaults.permissions", ""},
+	)
+	r.ex.add("permissions", nilIfNil(out.Permissions), out.Sources.Permissions, withNone(perm, out.Sources.Permissions)...)
+	for _, f := range []struct {
+		name        string
+		task, prof  *bool
+		def, result bool
+		src         string
+	}{
+		{"yolo", t.Yolo, py, d.Yolo, out.Yolo, out.Sources.Yolo},
+		{"bypass", t.Bypass, pb, d.Bypass, out.Bypass, out.Sources.Bypass},
+		{"fast_mode", t.FastMode, pf, d.FastMode, out.FastMode, out.Sources.FastMode},
+	} {
+		excluded := ""
+		if f.prof != nil && !*f.prof {
+			excluded = "a profile can only switch " + f.name + " on"
+		}
+		r.ex.add(f.name, f.result, f.src, rank(
+			offer{SourceTask, val(f.task), "overrides." + f.name, ""},
+			offer{SourceExternalProfile, val(f.prof), f.name, excluded},
+			offer{SourceRuntimeDefault, f.def, "defaults." + f.name, ""},
+		)...)
+	}
+	r.ex.add("lion_system", out.LionSystem, out.Sources.LionSystem, rank(
+		offer{SourceTask, val(t.LionSystem), "overrides.lion_system", ""},
+		offer{SourceExternalProfile, val(pl), "lion_system", ""},
+		offer{SourceRuntimeDefault, d.LionSystem, "defaults.lion_system", ""},
+	)...)
+	var pa, ra any
+	if r.profile != nil && r.profile.ArtifactDefaults != nil {
+		pa = r.profile.ArtifactDefaults
+	}
+	if r.role.ArtifactDefaults != nil {
+		ra = r.role.ArtifactDefaults
+	}
+	r.ex.add("artifact_defaults", nilIfNilMap(out.ArtifactDefaults), out.Sources.ArtifactDefaults, withNone(rank(
+		offer{SourceExternalProfile, pa, "artifact_defaults", ""},
+		offer{SourceRole, ra, "artifact_defaults", ""},
+	), out.Sources.ArtifactDefaults)...)
+	var pt any
+	if r.profile != nil {
+		pt = val(r.profile.Timeout)
+	}
+	r.ex.add("timeout", val(out.Timeout), out.Sources.Timeout, withNone(rank(offer{SourceExternalProfile, pt, "timeout", ""}), out.Sources.Timeout)...)
+	if r.replace {
+		r.ex.add("active", true, SourceExternalProfile, Candidate{Source: SourceExternalProfile, Status: StatusSelected, Value: true, Reason: "the profile is enabled", Key: "enabled"})
+	} else {
+		r.ex.add("active", true, SourcePack, Candidate{Source: SourcePack, Status: StatusSelected, Value: true, Reason: "the pack entry is active", Key: r.entryKey("active")})
+	}
+}
+
+// explicitList ranks list offers where an explicit empty list wins and
+// excludes the rest.
+func explicitList(offers ...offer) []Candidate {
+	for i, o := range offers {
+		if l, ok := o.v.([]string); ok {
+			if len(l) == 0 {
+				for j := i + 1; j < len(offers); j++ {
+					if offers[j].v != nil {
+						offers[j].excluded = "the explicit empty list above excludes it"
+					}
+				}
+			}
+			break
+		}
+	}
+	return rank(offers...)
+}
+
+// withNone appends the "none" candidate, selected when src is none.
+func withNone(c []Candidate, src string) []Candidate {
+	none := Candidate{Source: SourceNone, Status: StatusAbsent, Reason: "used only when no layer sets a value"}
+	if src == SourceNone {
+		none.Status, none.Reason = StatusSelected, "no layer sets a value"
+	}
+	return append(c, none)
+}
+
+func nilIfNil(p *PermissionPolicy) any {
+	if p == nil {
+		return nil
+	}
+	return p
+}
+
+func nilIfNilMap(m map[string]any) any {
+	if m == nil {
+		return nil
+	}
+	return m
 }
 
 // flag implements "explicit task value → external profile when true →
@@ -415,93 +860,141 @@ func (r *resolution) prompt(modes []Mode) {
 	if r.in.Task.ExtraPrompt != nil {
 		extra = strings.TrimSpace(*r.in.Task.ExtraPrompt)
 	}
+	if out.Diagnostics == nil {
+		out.Diagnostics = []Diagnostic{}
+	}
 	if r.replace {
 		out.Identity = Identity{Kind: IdentityExternal, Name: r.profile.Name, Modes: []string{}}
 		out.PromptDisposition = PromptReplacement
 		out.Sources.Prompt = SourceExternalReplacement
-		out.PromptBody, r.message = joinBlocksAfter(r.arena, r.head(), r.profile.Body, extra)
+		out.PromptBody = JoinBlocks(r.profile.Body, extra)
 		out.PromptOverlays = []string{}
 		out.Emits = []string{}
-		if out.Diagnostics == nil {
-			out.Diagnostics = []Diagnostic{}
-		}
+		r.explainPrompt(nil, extra)
 		return
 	}
 
-	// The lists set here are the inputs' own (see run); share lists the
-	// Modes' names.
-	out.Identity = Identity{Kind: IdentityCasts, Name: r.role.Name}
-	out.Directives = Directives{
-		Authority:   r.entry.Authority,
-		Boundaries:  r.entry.Boundaries,
-		Escalations: r.entry.Escalations,
+	names := make([]string, len(modes))
+	for i, m := range modes {
+		names[i] = m.Name
+		modes[i].ConflictsWith = slices.Clone(m.ConflictsWith)
 	}
-	// At most two overlays: kept in r until share gives the result its
-	// list of them.
+	out.Identity = Identity{Kind: IdentityCasts, Name: r.role.Name, Modes: names}
 	out.PromptDisposition, out.Sources.Prompt = PromptCasts, SourceCasts
+	out.PromptOverlays = []string{}
 	if r.profile != nil {
 		out.PromptDisposition, out.Sources.Prompt = PromptOverlay, SourceExternalOverlay
 		if b := strings.TrimSpace(r.profile.Body); b != "" {
-			r.overlays[r.nOverlays] = b
-			r.nOverlays++
+			out.PromptOverlays = append(out.PromptOverlays, b)
 		}
 	}
 	if extra != "" {
-		r.overlays[r.nOverlays] = extra
-		r.nOverlays++
+		out.PromptOverlays = append(out.PromptOverlays, extra)
 	}
-	out.PromptBody, r.message = castsPromptAfter(r.arena, r.head(), r.role.Body, modes, out.Directives, r.overlays[:r.nOverlays])
+	out.Directives = Directives{
+		Authority:   slices.Clone(r.entry.Authority),
+		Boundaries:  slices.Clone(r.entry.Boundaries),
+		Escalations: slices.Clone(r.entry.Escalations),
+	}
+	out.PromptBody = CastsPrompt(r.role.Body, modes, out.Directives, out.PromptOverlays...)
 	role := r.role
+	role.Emits = slices.Clone(role.Emits)
+	role.ArtifactDefaults = CloneMap(role.ArtifactDefaults)
 	out.Role = &role
-	// modes is this resolution's own slice (checkModes made it).
-	out.ModeDefs = modes
+	out.ModeDefs = modes // this resolution's own (checkModes made it)
 	out.GrantRoleEmission = true
-	out.Emits = r.role.Emits
+	out.Emits = slices.Clone(r.role.Emits)
 	if out.Emits == nil {
 		out.Emits = []string{}
 	}
-	if out.Diagnostics == nil {
-		out.Diagnostics = []Diagnostic{}
-	}
+	r.explainPrompt(modes, extra)
 }
 
-// share gives the result the two lists that only this resolution holds —
-// the Modes' names and the prompt's overlays, which r keeps in place — in
-// one allocation; every other list and map is the inputs' own.
-func (r *resolution) share() {
-	if r.replace {
+// explainPrompt lists the prompt's blocks in order: each that is not
+// blank went into prompt_body.
+func (r *resolution) explainPrompt(modes []Mode, extra string) {
+	if !r.ex.on {
 		return
 	}
-	out := &r.out
-	a := strArena(make([]string, len(out.ModeDefs)+r.nOverlays))
-	names := a.take(len(out.ModeDefs))
-	for i, m := range out.ModeDefs {
-		names[i] = m.Name
+	var c []Candidate
+	block := func(src, key, text, what string) {
+		st, why := StatusSelected, what
+		if strings.TrimSpace(text) == "" {
+			st, why = StatusAbsent, what+" (blank: adds nothing)"
+		}
+		c = append(c, Candidate{Source: src, Status: st, Value: strings.TrimSpace(text), Reason: why, Key: key})
 	}
-	out.Identity.Modes = names
-	out.PromptOverlays = a.copy(r.overlays[:r.nOverlays])
-}
-
-// head is what the system message puts before the prompt body
-// (lion_system is decided before the prompt).
-func (r *resolution) head() string { return MessageHead(r.preamble, r.out.LionSystem) }
-
-// MessageHead is what a system message puts before the prompt body and a
-// BlockSeparator: the trimmed preamble when lion_system is on, and nothing
-// (the message is the body) when it is off or the preamble is blank. The
-// materializer's SystemMessage and ResolveWithPreamble both follow it.
-func MessageHead(preamble string, lionSystem bool) string {
-	if !lionSystem {
-		return ""
-	}
-	return strings.TrimSpace(preamble)
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
+	if r.replace {
+		block(SourceExternalReplacement, "body", r.profile.Body, "the replacement profile's body")
+	} else {
+		block(SourceRole, "body", r.role.Body, "the Role's body")
+		for _, m := range modes {
+			block("mode:"+m.Name, "behaviors", m.Behaviors, "Mode "+m.Name+"'s behaviors")
+		}
+		for _, d := range []struct {
+			field string
+			lines []string
+			i     int
+		}{{"authority", r.entry.Authority, r.setBy.authority}, {"boundaries", r.entry.Boundaries, r.setBy.boundaries}, {"escalations", r.entry.Escalations, r.setBy.escalations}} {
+			src, key := r.entrySource(d.field, d.i)
+			block(src, key, strings.Join(d.lines, "\n"), "the pack's "+d.field+" directives")
+		}
+		if r.profile != nil {
+			block(SourceExternalOverlay, "body", r.profile.Body, "the overlay profile's body")
 		}
 	}
-	return false
+	block(SourceTask, "overrides.extra_prompt", extra, "the task's extra prompt")
+	r.ex.add("prompt", r.out.PromptBody, r.out.Sources.Prompt, c...)
+}
+
+// CloneMap deep-copies a JSON-like mapping (nested maps, lists and
+// scalars), preserving nil. The materializer uses it too, so one copy rule
+// serves both pure packages.
+func CloneMap(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = cloneValue(v)
+	}
+	return out
+}
+
+func cloneValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		return CloneMap(v)
+	case []any:
+		if v == nil {
+			return v
+		}
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = cloneValue(e)
+		}
+		return out
+	case []string:
+		return slices.Clone(v)
+	default:
+		return v
+	}
+}
+
+// Clone returns a deep copy of the policy (nil stays nil).
+func (p *PermissionPolicy) Clone() *PermissionPolicy {
+	if p == nil {
+		return nil
+	}
+	rules := func(m map[string][]string) map[string][]string {
+		if m == nil {
+			return nil
+		}
+		out := maps.Clone(m)
+		for k, v := range out {
+			out[k] = slices.Clone(v)
+		}
+		return out
+	}
+	return &PermissionPolicy{Mode: p.Mode, Allow: rules(p.Allow), Deny: rules(p.Deny), Escalate: rules(p.Escalate)}
 }

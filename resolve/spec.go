@@ -16,10 +16,23 @@ type Identity struct {
 	Modes []string     `json:"modes"`
 }
 
-// PackRef names the selected pack and its content digest.
+// PackRef names the selected pack, its content digest and the indexes of
+// its entry's variants that applied.
 type PackRef struct {
-	Name   string `json:"name"`
-	Digest string `json:"digest"`
+	Name     string `json:"name"`
+	Digest   string `json:"digest"`
+	Variants []int  `json:"variants"`
+}
+
+// ModelTier records how a tier symbol became the model.
+type ModelTier struct {
+	// Symbol is the value as written: "tier:strong".
+	Symbol string `json:"symbol"`
+	// ResolvedVia is "tier" when the tier's own model was taken, else
+	// "fallback:<tier>" for the tier that stood in.
+	ResolvedVia string `json:"resolved_via"`
+	// CatalogDigest identifies the model catalog the symbol expanded in.
+	CatalogDigest string `json:"catalog_digest"`
 }
 
 // PromptDisposition is how the prompt was composed.
@@ -36,6 +49,7 @@ const (
 	SourceTask                = "task"
 	SourceExternalProfile     = "external_profile"
 	SourcePack                = "pack"
+	SourcePackVariant         = "pack_variant"
 	SourceRuntimeDefault      = "runtime_default"
 	SourceProviderDefault     = "provider_default"
 	SourceNone                = "none"
@@ -47,7 +61,7 @@ const (
 )
 
 // Sources records where every effective value came from. It is a struct,
-// not a map, so every key of DESIGN.md §3 is always present.
+// not a map, so every key is always present.
 type Sources struct {
 	Identity         string `json:"identity"`
 	Pack             string `json:"pack"`
@@ -64,10 +78,11 @@ type Sources struct {
 	ArtifactDefaults string `json:"artifact_defaults"`
 	Timeout          string `json:"timeout"`
 	Active           string `json:"active"`
+	Skills           string `json:"skills"`
 }
 
 // Fields returns the sources as ordered (key, value) pairs, in the order of
-// DESIGN.md §3 (used by explain output).
+// the precedence table (used by explain output).
 func (s Sources) Fields() [][2]string {
 	return [][2]string{
 		{"identity", s.Identity}, {"pack", s.Pack}, {"model", s.Model},
@@ -75,7 +90,7 @@ func (s Sources) Fields() [][2]string {
 		{"permissions", s.Permissions}, {"yolo", s.Yolo}, {"bypass", s.Bypass},
 		{"fast_mode", s.FastMode}, {"lion_system", s.LionSystem},
 		{"prompt", s.Prompt}, {"artifact_defaults", s.ArtifactDefaults},
-		{"timeout", s.Timeout}, {"active", s.Active},
+		{"timeout", s.Timeout}, {"active", s.Active}, {"skills", s.Skills},
 	}
 }
 
@@ -85,7 +100,8 @@ type Diagnostic struct {
 	Message string `json:"message"`
 }
 
-// DiagnosticLegacyProfileReplacement is the only diagnostic code.
+// DiagnosticLegacyProfileReplacement is the resolver's only diagnostic
+// code.
 const DiagnosticLegacyProfileReplacement = "legacy_profile_replacement"
 
 // Directives is the selected pack entry's prompt directive block input.
@@ -95,15 +111,15 @@ type Directives struct {
 	Escalations []string `json:"escalations"`
 }
 
-// ResolvedAgentSpec is the immutable effective configuration with
-// provenance. From Resolve or ResolveWithPreamble, no slice or map in it
-// aliases an input or another result; ResolveShared's may (Clone makes
-// one that does not).
+// ResolvedAgentSpec is the effective configuration with provenance. No
+// slice, map or pointer in a result of Resolve is shared with its inputs
+// or with another result.
 type ResolvedAgentSpec struct {
 	Identity          Identity          `json:"identity"`
 	Pack              PackRef           `json:"pack"`
 	Active            bool              `json:"active"`
 	Model             string            `json:"model"`
+	ModelTier         *ModelTier        `json:"model_tier"`
 	Effort            *string           `json:"effort"`
 	Tools             []string          `json:"tools"`
 	Permissions       *PermissionPolicy `json:"permissions"`
@@ -119,8 +135,12 @@ type ResolvedAgentSpec struct {
 	ArtifactDefaults  map[string]any    `json:"artifact_defaults"`
 	Timeout           *int              `json:"timeout"`
 	ResumeOnTimeout   bool              `json:"resume_on_timeout"`
+	Skills            []Skill           `json:"skills"`
 	Sources           Sources           `json:"sources"`
 	Diagnostics       []Diagnostic      `json:"diagnostics"`
+	// Explain is each field's candidate chain, when Inputs.Explain asked
+	// for it; not part of the event payload.
+	Explain []FieldExplain `json:"-"`
 
 	// The resolved Profile and the selected pack's directives, kept (as
 	// copies) for the materializer so it never looks anything up again.

@@ -34,7 +34,8 @@ type Catalog struct {
 }
 
 // PackEntry is a Pack's configuration for one Role: runtime config plus
-// prompt directives.
+// prompt directives, the model tiers the Role supports, the skills it
+// admits, and variants chosen by the task's model.
 type PackEntry struct {
 	Model  *string `json:"model"`
 	Effort *string `json:"effort"`
@@ -47,6 +48,74 @@ type PackEntry struct {
 	Authority   []string `json:"authority"`
 	Boundaries  []string `json:"boundaries"`
 	Escalations []string `json:"escalations"`
+	// Tiers lists the model tiers the Role supports; empty means any.
+	Tiers []string `json:"tiers"`
+	// Skills are glob patterns over skill names that admit skills (nil:
+	// none).
+	Skills []string `json:"skills"`
+	// Variants are applied, in order, when their conditions hold.
+	Variants []Variant `json:"variants"`
+}
+
+// Variant changes a pack entry for tasks whose selector matches When.
+// Discovery compiles it; Resolve matches and applies it (step 4c).
+type Variant struct {
+	// When holds every condition; all must hold (an empty When always
+	// matches).
+	When []Condition `json:"when"`
+	Set  VariantSet  `json:"set"`
+}
+
+// Condition keys: what a variant can be chosen by.
+const (
+	WhenModel = "model"
+	WhenTier  = "tier"
+	WhenPack  = "pack"
+	WhenRole  = "role"
+)
+
+// Condition tests one key of the selector: equal to Value, or matching it
+// as a path.Match pattern when Glob is set.
+type Condition struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+	Glob  bool   `json:"glob"`
+}
+
+// VariantSet is what a variant sets; nil is "not set". It can never set
+// the model or active.
+type VariantSet struct {
+	Effort       *string  `json:"effort"`
+	DefaultModes []string `json:"default_modes"`
+	ModesAllow   []string `json:"modes_allow"`
+	Authority    []string `json:"authority"`
+	Boundaries   []string `json:"boundaries"`
+	Escalations  []string `json:"escalations"`
+	Skills       []string `json:"skills"`
+}
+
+// TierPrefix marks a model value that names a tier of the model catalog
+// ("tier:strong") instead of a model.
+const TierPrefix = "tier:"
+
+// ModelCatalog maps tier names to models (rolecall.yaml models:).
+type ModelCatalog struct {
+	// Tiers maps each tier to its model; nil is a tier with no model now.
+	Tiers map[string]*string `json:"tiers"`
+	// Fallback is the order in which tiers stand in for a tier without a
+	// model, when AllowFallback is set.
+	Fallback      []string `json:"fallback"`
+	AllowFallback bool     `json:"allow_fallback"`
+	// Digest, when non-empty, is trusted as ModelsDigest; see Catalog.Seal.
+	Digest string `json:"-"`
+}
+
+// Skill is a skill that discovery found: its name, the source it came
+// from, and the digest of its directory.
+type Skill struct {
+	Name   string `json:"name"`
+	Source string `json:"source"`
+	Digest string `json:"digest"`
 }
 
 // IsActive reports the entry's active flag with its default (true).
@@ -91,6 +160,9 @@ type ExternalProfile struct {
 	ResumeOnTimeout bool   `json:"resume_on_timeout"`
 	Enabled         *bool  `json:"enabled"`
 	Body            string `json:"body"`
+	// Digest, when non-empty, is trusted as ProfileDigest; see
+	// Catalog.Digest.
+	Digest string `json:"-"`
 }
 
 // IsEnabled reports the profile's enabled flag with its default (true).
@@ -127,6 +199,9 @@ type TaskOverrides struct {
 	Bypass      *bool             `json:"bypass"`
 	FastMode    *bool             `json:"fast_mode"`
 	LionSystem  *bool             `json:"lion_system"`
+	// Skills are glob patterns that narrow the skills the pack entry
+	// admits; nil admits them all, [] none.
+	Skills []string `json:"skills"`
 }
 
 // RuntimeDefaults are the worker's own defaults, constructed explicitly by
@@ -167,4 +242,12 @@ type Inputs struct {
 	Task          TaskOverrides    `json:"task"`
 	Defaults      RuntimeDefaults  `json:"defaults"`
 	Policy        Policy           `json:"policy"`
+	// Models is the model catalog tier symbols expand against (nil: none,
+	// so every tier symbol is tier_unknown).
+	Models *ModelCatalog `json:"models"`
+	// Skills are every skill discovery found, by name (lexical).
+	Skills []Skill `json:"skills"`
+	// Explain asks Resolve to record each field's candidates
+	// (ResolvedAgentSpec.Explain). It decides nothing.
+	Explain bool `json:"-"`
 }

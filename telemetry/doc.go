@@ -1,6 +1,6 @@
 // Package telemetry sets up OpenTelemetry traces and metrics, structured
 // logs and trace-context propagation for the rolecall worker, and names every
-// span, attribute and instrument the worker emits (DESIGN.md §8).
+// span, attribute and instrument the worker emits.
 //
 // # Setup
 //
@@ -10,41 +10,30 @@
 //	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceVersion: version, InstanceID: id})
 //	...
 //	defer tel.Shutdown(drainCtx)
+//	log.LogAttrs(ctx, slog.LevelInfo, "telemetry", tel.Summary()...)
 //
-// The variables, and what this package does with them:
+// The OTLP and console exporters come from
+// go.opentelemetry.io/contrib/exporters/autoexport, and the exporters and the
+// SDK read their own variables (endpoints, headers, TLS, batching, sampler,
+// resource). What this package adds (docs/OPERATIONS.md lists every
+// variable):
 //
-//   - OTEL_TRACES_EXPORTER: otlp, console or none (default none). With none
-//     the tracer provider is a no-op: spans cost nothing, and an incoming
-//     trace context still passes through to the outcome's traceparent.
-//   - OTEL_METRICS_EXPORTER: otlp, prometheus, console or none (default
-//     prometheus, unlike the OpenTelemetry default of otlp, so that the
-//     worker's /metrics works with no configuration). prometheus yields
-//     Telemetry.MetricsHandler.
-//   - Both take a comma-separated list ("otlp,console"); none stands alone;
-//     an unknown name is a *ConfigError.
-//   - OTEL_EXPORTER_OTLP_PROTOCOL (and the _TRACES_/_METRICS_ variants, which
-//     win): grpc or http/protobuf (default http/protobuf).
-//   - OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
-//     OTEL_EXPORTER_OTLP_METRICS_ENDPOINT, and the other OTLP exporter
-//     variables (headers, TLS, timeout, compression): read by the OTLP
-//     exporters themselves. Setup only checks that the endpoints are URLs.
-//   - OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES: read by the SDK's resource
-//     detector, and they override Config; Setup refuses a pair without "="
-//     (the SDK would drop it). The resource also has
-//     service.name (default "rolecall-worker"), service.version,
-//     service.instance.id, host.name and telemetry.sdk.*.
-//   - OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG: the SDK's sampler names
-//     (default parentbased_always_on). Setup parses them itself so that an
-//     unknown sampler or a bad ratio is an error rather than a logged
-//     fallback.
-//   - OTEL_SDK_DISABLED=true: everything is a no-op.
-//   - OTEL_BSP_*, OTEL_METRIC_EXPORT_INTERVAL and span limits: read by the
-//     SDK.
+//   - Defaults: OTEL_TRACES_EXPORTER is none and the tracer provider a no-op
+//     (spans cost nothing; an incoming trace context still passes through to
+//     the outcome). OTEL_METRICS_EXPORTER is prometheus, served by
+//     Telemetry.MetricsHandler on the worker's own listener rather than on
+//     the separate HTTP server autoexport would start.
+//   - Refusals: a value the libraries would log and replace with a default,
+//     or misread, is a *ConfigError and Setup starts nothing: an unknown
+//     exporter or a list of them (autoexport takes one per signal), an
+//     unknown OTLP protocol or sampler, a sampler ratio outside [0, 1], an
+//     OTLP endpoint that is not a URL, an OTEL_RESOURCE_ATTRIBUTES pair
+//     without "=" or key.
+//   - OTEL_SDK_DISABLED=true makes everything a no-op (the Go SDK does not
+//     read it).
 //
-// Config.Env replaces os.Getenv for tests: then the endpoints, service name
-// and resource attributes are read through it and passed to the SDK as
-// explicit options, and the process environment only supplies the exporter
-// details listed above.
+// Summary describes what Setup turned on, for one log line at start.
+// Tests set the variables with t.Setenv.
 //
 // # Names
 //

@@ -19,14 +19,8 @@ import (
 // provider, /metrics from the handler, Shutdown on drain.
 func ExampleSetup() {
 	ctx := context.Background()
-	tel, err := telemetry.Setup(ctx, telemetry.Config{
-		ServiceVersion: "0.1.0",
-		InstanceID:     "worker-1",
-		// Tests pass a lookup; the worker leaves Env nil to use os.Getenv.
-		Env: func(k string) string {
-			return map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "prometheus"}[k]
-		},
-	})
+	// With no OTEL_* variables set: traces off, metrics for /metrics.
+	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceVersion: "0.1.0", InstanceID: "worker-1"})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -2,7 +2,6 @@ package telemetry_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 
@@ -64,38 +63,6 @@ func FuzzHeaderCarrierSet(f *testing.F) {
 		}
 		if !strings.EqualFold(existing, key) && h.Get(existing) != "old" {
 			t.Errorf("Set(%q) changed header %q: %v", key, existing, h)
-		}
-	})
-}
-
-// FuzzParseResourceAttributes checks that the decoder either refuses with a
-// *ConfigError or yields one non-empty key per comma-separated pair.
-func FuzzParseResourceAttributes(f *testing.F) {
-	f.Add("deployment.environment.name=ci,team=rolecall%20core")
-	f.Add("a=1,b")
-	f.Add("k=%zz")
-	f.Add(" k = v ")
-	f.Add("=v")
-	f.Fuzz(func(t *testing.T, s string) {
-		kvs, err := telemetry.ParseResourceAttributes(s)
-		if err != nil {
-			var ce *telemetry.ConfigError
-			if !errors.As(err, &ce) {
-				t.Fatalf("error %v is not a *ConfigError", err)
-			}
-			return
-		}
-		want := 0
-		if s != "" {
-			want = strings.Count(s, ",") + 1
-		}
-		if len(kvs) != want {
-			t.Errorf("%d attributes from %q, want %d", len(kvs), s, want)
-		}
-		for _, kv := range kvs {
-			if kv.Key == "" {
-				t.Errorf("empty key from %q", s)
-			}
 		}
 	})
 }

@@ -15,9 +15,10 @@ import (
 // NewLogger returns a logger writing JSON (json true) or slog's text format
 // to w at level and above, whose lines carry trace_id and span_id when the
 // context passed to the logging call (InfoContext and friends) holds a valid
-// span context.
+// span context. A time.Duration attribute is written as a Go duration
+// string ("1.5s"), never as slog's JSON default of integer nanoseconds.
 func NewLogger(w io.Writer, level slog.Leveler, json bool) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationString}
 	var h slog.Handler
 	if json {
 		h = slog.NewJSONHandler(w, opts)
@@ -25,6 +26,16 @@ func NewLogger(w io.Writer, level slog.Leveler, json bool) *slog.Logger {
 		h = slog.NewTextHandler(w, opts)
 	}
 	return slog.New(NewTraceHandler(h))
+}
+
+// durationString writes a duration the way a person reads it: the JSON
+// handler would write 1500000000 for 1.5 s, which a log query takes for a
+// count or misreads by a factor of 10^9.
+func durationString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // NewTraceHandler wraps h so records logged with a span context in their

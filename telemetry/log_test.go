@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"testing/slogtest"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -75,6 +76,34 @@ func TestLoggerAddsTraceIDs(t *testing.T) {
 }
 
 // A remote parent (tracing off, context passed through) is valid too.
+// Durations are logged as Go duration strings in both formats, at any
+// depth: slog's JSON handler alone would write integer nanoseconds.
+func TestLoggerWritesDurationsAsGoStrings(t *testing.T) {
+	for _, jsonLogs := range []bool{true, false} {
+		var buf bytes.Buffer
+		log := telemetry.NewLogger(&buf, slog.LevelInfo, jsonLogs)
+		log.With("wait", 250*time.Millisecond).Info("retrying", "retry_in", 1500*time.Millisecond,
+			slog.Group("drain", slog.Duration("timeout", 30*time.Second)), "count", 3)
+		out := buf.String()
+		for _, want := range []string{"250ms", "1.5s", "30s"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("json=%t: %q is not in %s", jsonLogs, want, out)
+			}
+		}
+		for _, ns := range []string{"250000000", "1500000000", "30000000000"} {
+			if strings.Contains(out, ns) {
+				t.Errorf("json=%t: a duration is written as nanoseconds (%s): %s", jsonLogs, ns, out)
+			}
+		}
+		if jsonLogs {
+			m := decodeLines(t, buf.Bytes())[0]
+			if m["retry_in"] != "1.5s" || m["count"] != float64(3) {
+				t.Errorf("retry_in %v count %v, want \"1.5s\" and the number 3", m["retry_in"], m["count"])
+			}
+		}
+	}
+}
+
 func TestLoggerAddsRemoteTraceIDs(t *testing.T) {
 	sc := mustSpanContext(t, hdrParent, "")
 	var buf bytes.Buffer

@@ -22,7 +22,8 @@ var StageBuckets = []float64{
 	1, 2.5, 5, 10,
 }
 
-// Instruments are the worker's metric instruments (DESIGN.md §8).
+// Instruments are the worker's metric instruments (docs/OPERATIONS.md lists
+// them with their Prometheus names).
 type Instruments struct {
 	// Tasks counts finished tasks ("rolecall.tasks"), with the attributes
 	// outcome and code; see TaskDone.
@@ -39,6 +40,15 @@ type Instruments struct {
 	// Pending is the consumer backlog ("rolecall.consumer.pending"); it
 	// reports only through the callback given to ObservePending.
 	Pending metric.Int64ObservableGauge
+	// PendingStale is 1 while the backlog could not be read
+	// ("rolecall.consumer.pending.stale"); it reports with Pending.
+	PendingStale metric.Int64ObservableGauge
+	// ConfigProblems is the number of problems in the configuration being
+	// served ("rolecall.config.problems"); see ObserveConfigProblems.
+	ConfigProblems metric.Int64ObservableGauge
+	// SlowConsumers counts the NATS client's slow-consumer reports
+	// ("rolecall.nats.slow_consumers").
+	SlowConsumers metric.Int64Counter
 
 	meter metric.Meter
 	// Attribute sets are built once per value: the set of outcomes, codes and
@@ -53,8 +63,7 @@ type Instruments struct {
 	knownStages [len(stageNames)][]metric.RecordOption
 }
 
-// stageNames are the stages a task records (DESIGN.md §8), in the order
-// of knownStages.
+// stageNames are the stages a task records, in the order of knownStages.
 var stageNames = [...]string{StageDecode, StageDiscover, StageResolve, StageMaterialize, StagePublish}
 
 func stageOption(stage string) []metric.RecordOption {
@@ -102,6 +111,21 @@ func NewInstruments(mp metric.MeterProvider) (*Instruments, error) {
 		metric.WithUnit("{message}")); err != nil {
 		return nil, fmt.Errorf("telemetry: %s: %w", MetricConsumerPending, err)
 	}
+	if i.PendingStale, err = m.Int64ObservableGauge(MetricConsumerPendingStale,
+		// No unit: "1" would make the Prometheus name end in _ratio.
+		metric.WithDescription("1 while the consumer backlog could not be read; rolecall.consumer.pending then holds the last value read.")); err != nil {
+		return nil, fmt.Errorf("telemetry: %s: %w", MetricConsumerPendingStale, err)
+	}
+	if i.ConfigProblems, err = m.Int64ObservableGauge(MetricConfigProblems,
+		metric.WithDescription("Problems worker validate reports for the configuration being served."),
+		metric.WithUnit("{problem}")); err != nil {
+		return nil, fmt.Errorf("telemetry: %s: %w", MetricConfigProblems, err)
+	}
+	if i.SlowConsumers, err = m.Int64Counter(MetricSlowConsumers,
+		metric.WithDescription("Slow-consumer reports of the NATS client: a subscription's buffer overflowed and messages were dropped."),
+		metric.WithUnit("{event}")); err != nil {
+		return nil, fmt.Errorf("telemetry: %s: %w", MetricSlowConsumers, err)
+	}
 	return i, nil
 }
 
@@ -146,11 +170,49 @@ func (i *Instruments) ObserveInflight(f func() int64) (metric.Registration, erro
 // runs on every collection (each Prometheus scrape, each OTLP export
 // interval) and the collection waits for it, so it should answer from a
 // recent sample or a short consumer-info call bounded by ctx. It returns
-// false when it has no value (not connected yet), and nothing is reported.
+// false when it has no value (not connected, or the broker did not answer
+// in time): then rolecall.consumer.pending.stale is 1 and the pending gauge
+// repeats the last value f gave, or is left out if it never gave one.
 // Unregister the returned registration to stop observing.
 func (i *Instruments) ObservePending(f func(ctx context.Context) (int64, bool)) (metric.Registration, error) {
-	return i.observe(MetricConsumerPending, i.Pending, f)
+	var (
+		mu   sync.Mutex
+		last int64
+		have bool
+	)
+	reg, err := i.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		n, ok := f(ctx)
+		mu.Lock()
+		defer mu.Unlock()
+		var stale int64
+		switch {
+		case ok:
+			last, have = n, true
+		case have:
+			n, stale = last, 1
+		default:
+			o.ObserveInt64(i.PendingStale, 1)
+			return nil
+		}
+		o.ObserveInt64(i.Pending, n)
+		o.ObserveInt64(i.PendingStale, stale)
+		return nil
+	}, i.Pending, i.PendingStale)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %s callback: %w", MetricConsumerPending, err)
+	}
+	return reg, nil
 }
+
+// ObserveConfigProblems registers f as the source of
+// rolecall.config.problems: the number of problems of the configuration
+// being served, read on every collection (so f must not load anything).
+func (i *Instruments) ObserveConfigProblems(f func() int64) (metric.Registration, error) {
+	return i.observe(MetricConfigProblems, i.ConfigProblems, func(context.Context) (int64, bool) { return f(), true })
+}
+
+// SlowConsumer counts one slow-consumer report of the NATS client.
+func (i *Instruments) SlowConsumer(ctx context.Context) { i.SlowConsumers.Add(ctx, 1) }
 
 // observe registers f as a source of the asynchronous instrument inst
 // (named name), reported when f has a value.

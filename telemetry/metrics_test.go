@@ -71,6 +71,9 @@ func TestInstruments(t *testing.T) {
 		telemetry.MetricStageDuration:   "s",
 		telemetry.MetricInflight:        "{task}",
 		telemetry.MetricConsumerPending: "{message}",
+		// reported with pending, 0 while the backlog was read; no unit, so
+		// that the Prometheus name has no _ratio suffix
+		telemetry.MetricConsumerPendingStale: "",
 	}
 	for name, unit := range units {
 		m, ok := got[name]
@@ -149,6 +152,72 @@ func TestObservePendingWithoutValue(t *testing.T) {
 	}
 	if _, found := collect(t, r)[telemetry.MetricConsumerPending]; found {
 		t.Error("pending still reported after Unregister")
+	}
+}
+
+// While the backlog cannot be read, a collection still answers: the
+// stale marker says so, and the gauge keeps the last value read.
+func TestObservePendingMarksStaleValues(t *testing.T) {
+	ins, r := newManual(t)
+	var (
+		n  int64
+		ok bool
+	)
+	if _, err := ins.ObservePending(func(context.Context) (int64, bool) { return n, ok }); err != nil {
+		t.Fatal(err)
+	}
+	gauge := func(m map[string]metricdata.Metrics, name string) (int64, bool) {
+		g, found := m[name].Data.(metricdata.Gauge[int64])
+		if !found || len(g.DataPoints) != 1 {
+			return 0, false
+		}
+		return g.DataPoints[0].Value, true
+	}
+	steps := []struct {
+		name        string
+		n           int64
+		ok          bool
+		wantPending int64 // -1: absent
+		wantStale   int64
+	}{
+		{"never read", 0, false, -1, 1},
+		{"read", 7, true, 7, 0},
+		{"broker down keeps the last value", 99, false, 7, 1},
+		{"read again", 3, true, 3, 0},
+	}
+	for _, st := range steps {
+		n, ok = st.n, st.ok
+		got := collect(t, r)
+		pending, found := gauge(got, telemetry.MetricConsumerPending)
+		if !found {
+			pending = -1
+		}
+		stale, _ := gauge(got, telemetry.MetricConsumerPendingStale)
+		if pending != st.wantPending || stale != st.wantStale {
+			t.Errorf("%s: pending %d stale %d, want pending %d stale %d", st.name, pending, stale, st.wantPending, st.wantStale)
+		}
+	}
+}
+
+func TestConfigProblemsAndSlowConsumers(t *testing.T) {
+	ins, r := newManual(t)
+	problems := int64(2)
+	if _, err := ins.ObserveConfigProblems(func() int64 { return problems }); err != nil {
+		t.Fatal(err)
+	}
+	ins.SlowConsumer(context.Background())
+	ins.SlowConsumer(context.Background())
+	ins.SlowConsumer(context.Background())
+	got := collect(t, r)
+	if g, ok := got[telemetry.MetricConfigProblems].Data.(metricdata.Gauge[int64]); !ok || len(g.DataPoints) != 1 || g.DataPoints[0].Value != 2 {
+		t.Errorf("%s = %+v, want a gauge of 2", telemetry.MetricConfigProblems, got[telemetry.MetricConfigProblems].Data)
+	}
+	if s, ok := got[telemetry.MetricSlowConsumers].Data.(metricdata.Sum[int64]); !ok || !s.IsMonotonic || len(s.DataPoints) != 1 || s.DataPoints[0].Value != 3 {
+		t.Errorf("%s = %+v, want a counter of 3", telemetry.MetricSlowConsumers, got[telemetry.MetricSlowConsumers].Data)
+	}
+	problems = 0
+	if g, ok := collect(t, r)[telemetry.MetricConfigProblems].Data.(metricdata.Gauge[int64]); !ok || len(g.DataPoints) != 1 || g.DataPoints[0].Value != 0 {
+		t.Errorf("%s with no problems = %+v, want a gauge of 0 (present, so an alert can tell none from unknown)", telemetry.MetricConfigProblems, g)
 	}
 }
 

@@ -55,11 +55,11 @@ func (c HeaderCarrier) Keys() []string {
 	return keys
 }
 
-// ExtractTask returns ctx carrying a task's parent trace context
-// (DESIGN.md §6): from the traceparent/tracestate headers when they hold a
-// valid context, else from the CloudEvents distributed-tracing extension
-// values ceTraceParent/ceTraceState (empty when the event has none). Baggage
-// comes from the headers. An invalid or absent context leaves ctx's own.
+// ExtractTask returns ctx carrying a task's parent trace context: from the
+// traceparent/tracestate headers when they hold a valid context, else from
+// the CloudEvents distributed-tracing extension values
+// ceTraceParent/ceTraceState (empty when the event has none). Baggage comes
+// from the headers. An invalid or absent context leaves ctx's own.
 func ExtractTask(ctx context.Context, prop propagation.TextMapPropagator, header nats.Header,
 	ceTraceParent, ceTraceState string) context.Context {
 	out := prop.Extract(ctx, HeaderCarrier(header))

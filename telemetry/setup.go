@@ -4,23 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"net/http"
-	"os"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/otlptranslator"
+	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
-	"go.opentelemetry.io/otel/exporters/stdout/stdoutmetric"
-	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
@@ -46,15 +40,6 @@ type Config struct {
 	// InstanceID is service.instance.id, the worker instance; omitted when
 	// empty.
 	InstanceID string
-	// Env looks up OTEL_* variables; nil means os.Getenv. When set, every
-	// value this package and the SDK's resource detector would read is read
-	// through it and passed to the SDK explicitly, so tests are hermetic.
-	// Exporter details the SDK alone reads (OTLP headers, TLS files,
-	// timeouts, compression, batch and export intervals) still come from the
-	// process environment.
-	Env func(string) string
-	// Stdout receives the console exporters' output; nil means os.Stdout.
-	Stdout io.Writer
 }
 
 // Telemetry holds the providers the worker passes to its pipeline.
@@ -75,6 +60,8 @@ type Telemetry struct {
 	// Shutdown flushes and stops every exporter; call it when draining.
 	// It is safe to call more than once and returns the first result.
 	Shutdown func(context.Context) error
+
+	settings settings
 }
 
 // Tracer is the worker's tracer from TracerProvider.
@@ -84,8 +71,7 @@ func (t *Telemetry) Tracer() trace.Tracer { return t.TracerProvider.Tracer(Scope
 func (t *Telemetry) Meter() metric.Meter { return t.MeterProvider.Meter(ScopeName) }
 
 // NewPropagator returns the propagator the worker uses: W3C tracecontext and
-// baggage. OTEL_PROPAGATORS is not read: the event contract (DESIGN.md §6)
-// fixes the format.
+// baggage. OTEL_PROPAGATORS is not read: the event contract fixes the format.
 func NewPropagator() propagation.TextMapPropagator {
 	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 }
@@ -95,26 +81,31 @@ func NewPropagator() propagation.TextMapPropagator {
 // started then. Setup installs no global provider: the caller passes
 // Telemetry to what needs it (and may call otel.SetTracerProvider itself).
 func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
-	lookup, explicit := cfg.Env, cfg.Env != nil
-	if !explicit {
-		lookup = os.Getenv
-	}
-	s, err := loadSettings(lookup)
+	s, err := loadSettings()
 	if err != nil {
 		return nil, err
 	}
-	stdout := cfg.Stdout
-	if stdout == nil {
-		stdout = os.Stdout
-	}
-
 	t := &Telemetry{
 		TracerProvider: tracenoop.NewTracerProvider(),
 		MeterProvider:  metricnoop.NewMeterProvider(),
 		Propagator:     NewPropagator(),
+		settings:       s,
 	}
 	var stops []func(context.Context) error
-	t.Shutdown = onceShutdown(&stops)
+	var once sync.Once
+	var stopErr error
+	t.Shutdown = func(ctx context.Context) error {
+		once.Do(func() {
+			var errs []error
+			for _, stop := range stops {
+				errs = append(errs, stop(ctx))
+			}
+			if stopErr = errors.Join(errs...); stopErr != nil {
+				stopErr = fmt.Errorf("telemetry: shutdown: %w", stopErr)
+			}
+		})
+		return stopErr
+	}
 	if s.disabled {
 		return t, nil
 	}
@@ -124,157 +115,89 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		return nil, err
 	}
 
-	if t.Resource, err = newResource(ctx, cfg, s, explicit); err != nil {
+	if t.Resource, err = newResource(ctx, cfg); err != nil {
 		return fail(err)
 	}
 
-	if len(s.traces.exporters) > 0 {
-		opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(t.Resource), sdktrace.WithSampler(s.sampler)}
-		for _, name := range s.traces.exporters {
-			exp, err := newSpanExporter(ctx, name, s.traces, explicit, stdout)
-			if err != nil {
-				return fail(err)
-			}
-			opts = append(opts, sdktrace.WithBatcher(exp))
+	// none is a no-op provider rather than autoexport's exporter that drops
+	// what a real provider recorded: spans then cost nothing.
+	if s.traces.name != "none" {
+		exp, err := autoexport.NewSpanExporter(ctx)
+		if err != nil {
+			return fail(fmt.Errorf("telemetry: %s trace exporter: %w", s.traces.name, err))
 		}
-		tp := sdktrace.NewTracerProvider(opts...)
+		// The SDK reads OTEL_TRACES_SAMPLER itself (checked in loadSettings).
+		tp := sdktrace.NewTracerProvider(sdktrace.WithResource(t.Resource), sdktrace.WithBatcher(exp))
 		stops = append(stops, tp.Shutdown)
 		t.TracerProvider = tp
 	}
 
-	if len(s.metrics.exporters) > 0 {
-		opts := []sdkmetric.Option{sdkmetric.WithResource(t.Resource)}
-		for _, name := range s.metrics.exporters {
-			var r sdkmetric.Reader
-			if name == ExporterPrometheus {
-				r, t.MetricsHandler, err = newPrometheus()
-			} else {
-				var exp sdkmetric.Exporter
-				exp, err = newMetricExporter(ctx, name, s.metrics, explicit, stdout)
-				if exp != nil {
-					r = sdkmetric.NewPeriodicReader(exp)
-				}
-			}
-			if err != nil {
-				return fail(err)
-			}
-			opts = append(opts, sdkmetric.WithReader(r))
+	var r sdkmetric.Reader
+	switch s.metrics.name {
+	case "none":
+	case "prometheus":
+		// autoexport's prometheus starts an HTTP server of its own; the
+		// worker serves /metrics on its --http listener instead.
+		r, t.MetricsHandler, err = newPrometheus()
+	default:
+		if r, err = autoexport.NewMetricReader(ctx); err != nil {
+			err = fmt.Errorf("telemetry: %s metric exporter: %w", s.metrics.name, err)
 		}
-		mp := sdkmetric.NewMeterProvider(opts...)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if r != nil {
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(t.Resource), sdkmetric.WithReader(r))
 		stops = append(stops, mp.Shutdown)
 		t.MeterProvider = mp
 	}
 	return t, nil
 }
 
-// onceShutdown stops everything in *stops (read at the first call), in
-// order, once.
-func onceShutdown(stops *[]func(context.Context) error) func(context.Context) error {
-	var once sync.Once
-	var err error
-	return func(ctx context.Context) error {
-		once.Do(func() {
-			var errs []error
-			for _, stop := range *stops {
-				errs = append(errs, stop(ctx))
-			}
-			if err = errors.Join(errs...); err != nil {
-				err = fmt.Errorf("telemetry: shutdown: %w", err)
-			}
-		})
-		return err
+// Summary describes what Setup turned on, for one log line at start:
+// the traces and metrics exporters, with protocol and endpoint for otlp, and
+// the sampler when traces are on.
+func (t *Telemetry) Summary() []slog.Attr {
+	s := t.settings
+	if s.disabled {
+		return []slog.Attr{slog.String("traces", "none"), slog.String("metrics", "none"), slog.Bool("sdk_disabled", true)}
 	}
+	var attrs []slog.Attr
+	add := func(signal string, e exporter) {
+		attrs = append(attrs, slog.String(signal, e.name))
+		if e.name == "otlp" {
+			attrs = append(attrs, slog.String(signal+"_protocol", e.protocol), slog.String(signal+"_endpoint", e.endpoint))
+		}
+	}
+	add("traces", s.traces)
+	if s.traces.name != "none" {
+		attrs = append(attrs, slog.String("sampler", s.sampler))
+	}
+	add("metrics", s.metrics)
+	return attrs
 }
 
-func newResource(ctx context.Context, cfg Config, s settings, explicit bool) (*resource.Resource, error) {
+// newResource describes the process; the detectors listed last win, so
+// OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME override Config.
+func newResource(ctx context.Context, cfg Config) (*resource.Resource, error) {
 	name := cfg.ServiceName
 	if name == "" {
 		name = DefaultServiceName
 	}
-	base := []attribute.KeyValue{attribute.String("service.name", name)}
+	attrs := []attribute.KeyValue{attribute.String("service.name", name)}
 	if cfg.ServiceVersion != "" {
-		base = append(base, attribute.String("service.version", cfg.ServiceVersion))
+		attrs = append(attrs, attribute.String("service.version", cfg.ServiceVersion))
 	}
 	if cfg.InstanceID != "" {
-		base = append(base, attribute.String("service.instance.id", cfg.InstanceID))
+		attrs = append(attrs, attribute.String("service.instance.id", cfg.InstanceID))
 	}
-	// Later options win: the environment overrides what the code says.
-	opts := []resource.Option{resource.WithTelemetrySDK(), resource.WithHost(), resource.WithAttributes(base...)}
-	if explicit {
-		opts = append(opts, resource.WithAttributes(s.resourceAttrs...))
-		if s.serviceName != "" {
-			opts = append(opts, resource.WithAttributes(attribute.String("service.name", s.serviceName)))
-		}
-	} else {
-		opts = append(opts, resource.WithFromEnv())
-	}
-	res, err := resource.New(ctx, opts...)
+	res, err := resource.New(ctx, resource.WithTelemetrySDK(), resource.WithHost(),
+		resource.WithAttributes(attrs...), resource.WithFromEnv())
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
 	return res, nil
-}
-
-func newSpanExporter(ctx context.Context, name string, sig signal, explicit bool, stdout io.Writer) (sdktrace.SpanExporter, error) {
-	var exp sdktrace.SpanExporter
-	var err error
-	switch {
-	case name == ExporterConsole:
-		exp, err = stdouttrace.New(stdouttrace.WithWriter(stdout))
-	case sig.protocol == ProtocolGRPC:
-		var opts []otlptracegrpc.Option
-		if explicit && sig.endpoint != "" {
-			opts = append(opts, grpcEndpoint(sig.endpoint, otlptracegrpc.WithEndpointURL, otlptracegrpc.WithEndpoint))
-		}
-		exp, err = otlptracegrpc.New(ctx, opts...)
-	default:
-		var opts []otlptracehttp.Option
-		if explicit {
-			opts = append(opts, otlptracehttp.WithEncoding(otlptracehttp.EncodingProtobuf))
-			if sig.endpoint != "" {
-				opts = append(opts, otlptracehttp.WithEndpointURL(sig.endpoint))
-			}
-		}
-		exp, err = otlptracehttp.New(ctx, opts...)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("telemetry: %s trace exporter: %w", name, err)
-	}
-	return exp, nil
-}
-
-func newMetricExporter(ctx context.Context, name string, sig signal, explicit bool, stdout io.Writer) (sdkmetric.Exporter, error) {
-	var exp sdkmetric.Exporter
-	var err error
-	switch {
-	case name == ExporterConsole:
-		exp, err = stdoutmetric.New(stdoutmetric.WithWriter(stdout))
-	case sig.protocol == ProtocolGRPC:
-		var opts []otlpmetricgrpc.Option
-		if explicit && sig.endpoint != "" {
-			opts = append(opts, grpcEndpoint(sig.endpoint, otlpmetricgrpc.WithEndpointURL, otlpmetricgrpc.WithEndpoint))
-		}
-		exp, err = otlpmetricgrpc.New(ctx, opts...)
-	default:
-		var opts []otlpmetrichttp.Option
-		if explicit && sig.endpoint != "" {
-			opts = append(opts, otlpmetrichttp.WithEndpointURL(sig.endpoint))
-		}
-		exp, err = otlpmetrichttp.New(ctx, opts...)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("telemetry: %s metric exporter: %w", name, err)
-	}
-	return exp, nil
-}
-
-// grpcEndpoint picks the option for a gRPC endpoint: a URL (whose scheme says
-// whether to use TLS) or a bare host:port target.
-func grpcEndpoint[O any](v string, withURL, withTarget func(string) O) O {
-	if isHTTPURL(v) {
-		return withURL(v)
-	}
-	return withTarget(v)
 }
 
 // newPrometheus builds a pull reader on a private registry, so several
@@ -283,12 +206,7 @@ func grpcEndpoint[O any](v string, withURL, withTarget func(string) O) O {
 // collectors operators expect on /metrics.
 func newPrometheus() (sdkmetric.Reader, http.Handler, error) {
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(collectors.NewGoCollector()); err != nil {
-		return nil, nil, fmt.Errorf("telemetry: prometheus: %w", err)
-	}
-	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
-		return nil, nil, fmt.Errorf("telemetry: prometheus: %w", err)
-	}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	exp, err := otelprom.New(
 		otelprom.WithRegisterer(reg),
 		// Pinned: the exporter's default is due to change upstream, and

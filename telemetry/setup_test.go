@@ -5,10 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -20,9 +24,23 @@ import (
 	"github.com/rolecall/rolecall/telemetry"
 )
 
-// env returns a Config.Env lookup over m.
-func env(m map[string]string) func(string) string {
-	return func(k string) string { return m[k] }
+// TestMain clears the OTEL_* variables of the environment the tests run in,
+// so each test sees only what it sets with setenv.
+func TestMain(m *testing.M) {
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") {
+			os.Unsetenv(k)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// setenv sets the variables in m for the rest of the test.
+func setenv(t *testing.T, m map[string]string) {
+	t.Helper()
+	for k, v := range m {
+		t.Setenv(k, v)
+	}
 }
 
 func setup(t *testing.T, cfg telemetry.Config) *telemetry.Telemetry {
@@ -53,15 +71,26 @@ func processSpan(tel *telemetry.Telemetry) trace.SpanContext {
 	return span.SpanContext()
 }
 
+// The console exporter writes to the os.Stdout of the time the exporter
+// package was loaded, so the test runs itself again, as a child process
+// whose standard output it reads.
 func TestConsoleTracesPrintToStdout(t *testing.T) {
-	var out bytes.Buffer
-	tel := setup(t, telemetry.Config{
-		InstanceID: "w-1",
-		Env:        env(map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "none"}),
-		Stdout:     &out,
-	})
-	sc := processSpan(tel)
-	shutdown(t, tel)
+	if os.Getenv("TELEMETRY_CONSOLE_CHILD") == "1" {
+		setenv(t, map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "none"})
+		tel := setup(t, telemetry.Config{InstanceID: "w-1"})
+		sc := processSpan(tel)
+		shutdown(t, tel)
+		fmt.Fprintln(os.Stderr, sc.TraceID())
+		os.Exit(0) // before the test binary prints PASS to standard output
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestConsoleTracesPrintToStdout$")
+	cmd.Env = append(os.Environ(), "TELEMETRY_CONSOLE_CHILD=1")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("child: %v\n%s", err, errOut.String())
+	}
+	traceID := strings.TrimSpace(errOut.String())
 
 	// stdouttrace writes one JSON object per span.
 	var names []string
@@ -76,8 +105,8 @@ func TestConsoleTracesPrintToStdout(t *testing.T) {
 		} else if err != nil {
 			t.Fatalf("console output is not a JSON stream: %v", err)
 		}
-		if s.SpanContext.TraceID != sc.TraceID().String() {
-			t.Errorf("span %s has trace id %s, want %s", s.Name, s.SpanContext.TraceID, sc.TraceID())
+		if s.SpanContext.TraceID != traceID {
+			t.Errorf("span %s has trace id %s, want %s", s.Name, s.SpanContext.TraceID, traceID)
 		}
 		names = append(names, s.Name)
 	}
@@ -88,15 +117,12 @@ func TestConsoleTracesPrintToStdout(t *testing.T) {
 
 func TestNoneExportsNothing(t *testing.T) {
 	c, srv := newHTTPCollector(t)
-	var out bytes.Buffer
-	tel := setup(t, telemetry.Config{
-		Env: env(map[string]string{
-			"OTEL_TRACES_EXPORTER":        "none",
-			"OTEL_METRICS_EXPORTER":       "none",
-			"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL,
-		}),
-		Stdout: &out,
+	setenv(t, map[string]string{
+		"OTEL_TRACES_EXPORTER":        "none",
+		"OTEL_METRICS_EXPORTER":       "none",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL,
 	})
+	tel := setup(t, telemetry.Config{})
 	if tel.MetricsHandler != nil {
 		t.Error("MetricsHandler is set with OTEL_METRICS_EXPORTER=none")
 	}
@@ -114,15 +140,12 @@ func TestNoneExportsNothing(t *testing.T) {
 	if n := c.requests(); n != 0 {
 		t.Errorf("collector received %d requests, want 0", n)
 	}
-	if out.Len() != 0 {
-		t.Errorf("stdout got %q, want nothing", out.String())
-	}
 }
 
 // With tracing off, the no-op tracer keeps the parent's span context, so an
 // outcome still carries the task's trace.
 func TestNoneTracesPassContextThrough(t *testing.T) {
-	tel := setup(t, telemetry.Config{Env: env(nil)})
+	tel := setup(t, telemetry.Config{})
 	in := nats.Header{"traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}
 	ctx := telemetry.ExtractTask(context.Background(), tel.Propagator, in, "", "")
 	ctx, span := tel.Tracer().Start(ctx, telemetry.SpanPublish)
@@ -134,7 +157,7 @@ func TestNoneTracesPassContextThrough(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
-	tel := setup(t, telemetry.Config{Env: env(nil)})
+	tel := setup(t, telemetry.Config{})
 	defer shutdown(t, tel)
 	if _, ok := tel.TracerProvider.(interface{ Shutdown(context.Context) error }); ok {
 		t.Error("traces are on by default; want a no-op provider")
@@ -149,11 +172,12 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestSDKDisabled(t *testing.T) {
-	tel := setup(t, telemetry.Config{Env: env(map[string]string{
+	setenv(t, map[string]string{
 		"OTEL_SDK_DISABLED":     "TRUE",
 		"OTEL_TRACES_EXPORTER":  "console",
 		"OTEL_METRICS_EXPORTER": "prometheus",
-	})})
+	})
+	tel := setup(t, telemetry.Config{})
 	if tel.MetricsHandler != nil || tel.Resource != nil {
 		t.Error("OTEL_SDK_DISABLED=true still built a metrics handler or resource")
 	}
@@ -165,10 +189,12 @@ func TestSDKDisabled(t *testing.T) {
 }
 
 func TestShutdownTwice(t *testing.T) {
-	tel := setup(t, telemetry.Config{
-		Env:    env(map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "console"}),
-		Stdout: io.Discard,
+	_, srv := newHTTPCollector(t)
+	setenv(t, map[string]string{
+		"OTEL_TRACES_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "otlp",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL,
 	})
+	tel := setup(t, telemetry.Config{})
 	shutdown(t, tel)
 	shutdown(t, tel) // the providers would report "already shut down"
 }
@@ -189,13 +215,13 @@ func TestSampler(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.sampler+"/"+tt.arg, func(t *testing.T) {
-			tel := setup(t, telemetry.Config{
-				Env: env(map[string]string{
-					"OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "none",
-					"OTEL_TRACES_SAMPLER": tt.sampler, "OTEL_TRACES_SAMPLER_ARG": tt.arg,
-				}),
-				Stdout: io.Discard,
+			_, srv := newHTTPCollector(t)
+			setenv(t, map[string]string{
+				"OTEL_TRACES_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "none",
+				"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL,
+				"OTEL_TRACES_SAMPLER":         tt.sampler, "OTEL_TRACES_SAMPLER_ARG": tt.arg,
 			})
+			tel := setup(t, telemetry.Config{})
 			defer shutdown(t, tel)
 			_, span := tel.Tracer().Start(context.Background(), telemetry.SpanProcess)
 			defer span.End()
@@ -216,7 +242,9 @@ func TestSetupRejects(t *testing.T) {
 		{"prometheus is not a trace exporter", map[string]string{"OTEL_TRACES_EXPORTER": "prometheus"}, "OTEL_TRACES_EXPORTER"},
 		{"unknown metric exporter", map[string]string{"OTEL_METRICS_EXPORTER": "statsd"}, "OTEL_METRICS_EXPORTER"},
 		{"none with others", map[string]string{"OTEL_TRACES_EXPORTER": "otlp,none"}, "OTEL_TRACES_EXPORTER"},
+		{"a list", map[string]string{"OTEL_METRICS_EXPORTER": "prometheus,otlp"}, "OTEL_METRICS_EXPORTER"},
 		{"listed twice", map[string]string{"OTEL_METRICS_EXPORTER": "otlp, otlp"}, "OTEL_METRICS_EXPORTER"},
+		{"name not as autoexport spells it", map[string]string{"OTEL_TRACES_EXPORTER": "OTLP"}, "OTEL_TRACES_EXPORTER"},
 		{"empty list item", map[string]string{"OTEL_TRACES_EXPORTER": "console,"}, "OTEL_TRACES_EXPORTER"},
 		{"unknown protocol", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, "OTEL_EXPORTER_OTLP_PROTOCOL"},
 		{"unknown signal protocol", map[string]string{"OTEL_METRICS_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "udp"}, "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"},
@@ -226,12 +254,14 @@ func TestSetupRejects(t *testing.T) {
 		{"unknown sampler", map[string]string{"OTEL_TRACES_SAMPLER": "sometimes"}, "OTEL_TRACES_SAMPLER"},
 		{"ratio above one", map[string]string{"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"}, "OTEL_TRACES_SAMPLER_ARG"},
 		{"ratio not a number", map[string]string{"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "half"}, "OTEL_TRACES_SAMPLER_ARG"},
+		{"ratio NaN", map[string]string{"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "NaN"}, "OTEL_TRACES_SAMPLER_ARG"},
 		{"resource pair without =", map[string]string{"OTEL_RESOURCE_ATTRIBUTES": "team=core,region"}, "OTEL_RESOURCE_ATTRIBUTES"},
 		{"resource pair without key", map[string]string{"OTEL_RESOURCE_ATTRIBUTES": "=core"}, "OTEL_RESOURCE_ATTRIBUTES"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tel, err := telemetry.Setup(context.Background(), telemetry.Config{Env: env(tt.env)})
+			setenv(t, tt.env)
+			tel, err := telemetry.Setup(context.Background(), telemetry.Config{})
 			var ce *telemetry.ConfigError
 			if !errors.As(err, &ce) {
 				if tel != nil {
@@ -248,10 +278,11 @@ func TestSetupRejects(t *testing.T) {
 
 // OTLP settings matter only when an otlp exporter is on.
 func TestProtocolIgnoredWithoutOTLP(t *testing.T) {
-	tel := setup(t, telemetry.Config{Env: env(map[string]string{
+	setenv(t, map[string]string{
 		"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
 		"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318",
-	})})
+	})
+	tel := setup(t, telemetry.Config{})
 	shutdown(t, tel)
 }
 
@@ -262,10 +293,7 @@ func TestOTLP(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		// viaProcessEnv sets the variables with t.Setenv and leaves
-		// Config.Env nil: the SDK reads them itself.
-		viaProcessEnv bool
-		grpc          bool
+		grpc bool
 		// endpointVar is the variable that names the collector; a
 		// base endpoint gets /v1/traces appended, a signal one does not.
 		endpointVar, suffix string
@@ -273,22 +301,15 @@ func TestOTLP(t *testing.T) {
 		serviceName         string // OTEL_SERVICE_NAME
 		wantService         string
 	}{
-		{name: "http, Config.Env, base endpoint", endpointVar: "OTEL_EXPORTER_OTLP_ENDPOINT",
+		{name: "http, base endpoint", endpointVar: "OTEL_EXPORTER_OTLP_ENDPOINT",
 			wantTracePath: "/v1/traces", wantService: "rc-test"},
-		{name: "http, process env, base endpoint", viaProcessEnv: true, endpointVar: "OTEL_EXPORTER_OTLP_ENDPOINT",
-			wantTracePath: "/v1/traces", wantService: "rc-test"},
-		{name: "http, Config.Env, base endpoint with path", endpointVar: "OTEL_EXPORTER_OTLP_ENDPOINT", suffix: "/otel",
+		{name: "http, base endpoint with path", endpointVar: "OTEL_EXPORTER_OTLP_ENDPOINT", suffix: "/otel",
 			wantTracePath: "/otel/v1/traces", wantService: "rc-test"},
-		{name: "http, Config.Env, traces endpoint as is", endpointVar: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", suffix: "/ingest/traces",
+		{name: "http, traces endpoint as is", endpointVar: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", suffix: "/ingest/traces",
 			wantTracePath: "/ingest/traces", wantService: "rc-test"},
-		{name: "http, process env, traces endpoint as is", viaProcessEnv: true, endpointVar: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", suffix: "/ingest/traces",
-			wantTracePath: "/ingest/traces", wantService: "rc-test"},
-		{name: "http, Config.Env, OTEL_SERVICE_NAME wins", endpointVar: "OTEL_EXPORTER_OTLP_ENDPOINT",
+		{name: "http, OTEL_SERVICE_NAME wins", endpointVar: "OTEL_EXPORTER_OTLP_ENDPOINT",
 			wantTracePath: "/v1/traces", serviceName: "from-env", wantService: "from-env"},
-		{name: "http, process env, OTEL_SERVICE_NAME wins", viaProcessEnv: true, endpointVar: "OTEL_EXPORTER_OTLP_ENDPOINT",
-			wantTracePath: "/v1/traces", serviceName: "from-env", wantService: "from-env"},
-		{name: "grpc, Config.Env", grpc: true, endpointVar: "OTEL_EXPORTER_OTLP_ENDPOINT", wantService: "rc-test"},
-		{name: "grpc, process env", grpc: true, viaProcessEnv: true, endpointVar: "OTEL_EXPORTER_OTLP_ENDPOINT", wantService: "rc-test"},
+		{name: "grpc", grpc: true, endpointVar: "OTEL_EXPORTER_OTLP_ENDPOINT", wantService: "rc-test"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -315,15 +336,8 @@ func TestOTLP(t *testing.T) {
 			if tt.grpc {
 				vars["OTEL_EXPORTER_OTLP_PROTOCOL"] = "grpc"
 			}
-			cfg := telemetry.Config{ServiceName: "rc-test", ServiceVersion: "1.2.3", InstanceID: "w-1"}
-			if tt.viaProcessEnv {
-				for k, v := range vars {
-					t.Setenv(k, v)
-				}
-			} else {
-				cfg.Env = env(vars)
-			}
-			tel := setup(t, cfg)
+			setenv(t, vars)
+			tel := setup(t, telemetry.Config{ServiceName: "rc-test", ServiceVersion: "1.2.3", InstanceID: "w-1"})
 			sc := processSpan(tel)
 			ins, err := telemetry.NewInstruments(tel.MeterProvider)
 			if err != nil {
@@ -383,7 +397,8 @@ func TestOTLP(t *testing.T) {
 }
 
 func TestMetricsHandlerServesPrometheus(t *testing.T) {
-	tel := setup(t, telemetry.Config{InstanceID: "w-1", Env: env(map[string]string{"OTEL_METRICS_EXPORTER": "prometheus"})})
+	t.Setenv("OTEL_METRICS_EXPORTER", "prometheus")
+	tel := setup(t, telemetry.Config{InstanceID: "w-1"})
 	defer shutdown(t, tel)
 	ins, err := telemetry.NewInstruments(tel.MeterProvider)
 	if err != nil {
@@ -414,5 +429,53 @@ func TestMetricsHandlerServesPrometheus(t *testing.T) {
 		if !want.in(body) {
 			t.Errorf("/metrics has no %s%v %s; got:\n%s", want.name, want.labels, want.value, body)
 		}
+	}
+}
+
+// The start-up line states the exporters, the OTLP protocol and endpoint of
+// each signal that uses otlp, and the sampler when traces are on.
+func TestSummary(t *testing.T) {
+	_, httpSrv := newHTTPCollector(t)
+	_, grpcURL := newGRPCCollector(t)
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"defaults", nil, "traces=none metrics=prometheus"},
+		{"otlp over http and grpc", map[string]string{
+			"OTEL_TRACES_EXPORTER":                "otlp",
+			"OTEL_EXPORTER_OTLP_ENDPOINT":         httpSrv.URL + "/otel",
+			"OTEL_TRACES_SAMPLER":                 "parentbased_traceidratio",
+			"OTEL_TRACES_SAMPLER_ARG":             "0.25",
+			"OTEL_METRICS_EXPORTER":               "otlp",
+			"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "grpc",
+			"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": grpcURL,
+		}, "traces=otlp traces_protocol=http/protobuf traces_endpoint=" + httpSrv.URL + "/otel/v1/traces" +
+			" sampler=parentbased_traceidratio:0.25 metrics=otlp metrics_protocol=grpc metrics_endpoint=" + grpcURL},
+		{"otlp to the exporter's default endpoint", map[string]string{
+			"OTEL_TRACES_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "none",
+		}, "traces=otlp traces_protocol=http/protobuf traces_endpoint=localhost:4318/v1/traces sampler=parentbased_always_on metrics=none"},
+		{"sdk disabled", map[string]string{"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp"},
+			"traces=none metrics=none sdk_disabled=true"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			setenv(t, tt.env)
+			tel := setup(t, telemetry.Config{})
+			defer shutdown(t, tel)
+			var buf bytes.Buffer
+			noTime := func(_ []string, a slog.Attr) slog.Attr {
+				if a.Key == slog.TimeKey {
+					return slog.Attr{}
+				}
+				return a
+			}
+			log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: noTime}))
+			log.LogAttrs(context.Background(), slog.LevelInfo, "telemetry", tel.Summary()...)
+			if got, want := buf.String(), "level=INFO msg=telemetry "+tt.want+"\n"; got != want {
+				t.Errorf("start-up line:\n got %s\nwant %s", got, want)
+			}
+		})
 	}
 }

@@ -15,32 +15,28 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/nats-io/nats.go"
 
-	"github.com/rolecall/rolecall/bench"
+	"github.com/rolecall/rolecall/internal/bench"
 	"github.com/rolecall/rolecall/telemetry"
 )
 
 type benchCmd struct {
 	natsFlags
-	Tasks          int           `help:"Task events per run." default:"20000"`
-	Concurrency    int           `help:"Concurrency of the worker (and of the baseline loop)." default:"4"`
-	MaxAckPending  int           `help:"Consumer max_ack_pending for both loops (0: the worker's default)." default:"0"`
-	MaxInFlight    int           `help:"Tasks one loop holds past its fetch buffer (0: the worker's default)." default:"0"`
-	FetchBatch     int           `help:"Pull batch of both loops (0: the worker's default)." default:"0"`
-	Mix            string        `help:"Task mix as kind=weight: casts, overlay, replacement, failing." default:"casts=5,overlay=2,replacement=2,failing=1"`
-	Baseline       bool          `help:"Also run the bare JetStream loop on the same server and payloads, and print the ratio."`
-	Rate           float64       `help:"Offered load in tasks/s, published while the loop runs (0: preload all tasks and measure peak throughput)." default:"0"`
-	PeakFraction   float64       `name:"peak-fraction" help:"First find the highest offered load the pipeline sustains (bisection over offered-load runs), then measure at this fraction of it (0.5: half of peak load); overrides --rate." default:"0"`
-	Trace          bool          `help:"Trace with an always-sampling SDK tracer provider and a discarding exporter."`
-	CompareTracing bool          `help:"Run the pipeline untraced and traced (as --trace) back to back in each repeat and print what tracing costs."`
-	Binary         bool          `help:"Send tasks in binary content mode (ce-* headers) instead of structured."`
-	Distinct       bool          `name:"distinct-configs" help:"Give every task a configuration of its own (a tool named after it), so that no task is finished from another's plan."`
-	Repeat         int           `help:"Runs of each loop, in pairs that alternate which loop runs first; the median run and the median of the pairs' ratios are reported (one pair's ratio swings by ±0.1 on a shared host; an even count runs as many pairs in each order)." default:"6"`
-	Warmup         int           `help:"Tasks of one unmeasured warm-up run of each loop before the measured runs, at most --tasks (0: none)." default:"20000"`
-	Purge          bool          `help:"With --nats: allow deleting the bench's streams if they exist on the server."`
-	Timeout        time.Duration `help:"Time limit of each run." default:"5m"`
-	JSON           bool          `name:"json" help:"Print the report as JSON."`
-	CPUProfile     string        `name:"cpuprofile" help:"Write a CPU profile of each measured run to PREFIX.<loop>.<repeat> (go tool pprof merges several files)." type:"path" placeholder:"PREFIX"`
-	LatencyCSV     string        `name:"latency-csv" help:"Write each task's enqueue time and latency of every measured run to FILE as CSV (milliseconds; enqueue times count from the start of a collection forced first: with GODEBUG=gctrace=1, the first cycle marked (forced))." type:"path" placeholder:"FILE"`
+	Tasks        int           `help:"Task events per run." default:"20000"`
+	Concurrency  int           `help:"Deliveries each loop runs at once (0: the worker's default)." default:"0"`
+	Mix          string        `help:"Task mix as kind=weight: casts, overlay, replacement, failing." default:"casts=5,overlay=2,replacement=2,failing=1"`
+	Baseline     bool          `help:"Also run the bare loop (the worker's shape, none of its work) and the pipeline with the idempotency store off, and print the pipeline's throughput over the bare loop's with the store off and on."`
+	Rate         float64       `help:"Offered load in tasks/s, published while the loop runs (0: preload all tasks and measure peak throughput)." default:"0"`
+	PeakFraction float64       `name:"peak-fraction" help:"First find the highest offered load the pipeline sustains (bisection over offered-load runs), then measure at this fraction of it (0.5: half of peak load); overrides --rate." default:"0"`
+	Trace        bool          `help:"Trace the pipeline with an always-sampling SDK tracer provider and a discarding exporter."`
+	Binary       bool          `help:"Send tasks in binary content mode (ce-* headers) instead of structured."`
+	Repeat       int           `help:"Runs of each loop, their order rotated from one repeat to the next; each loop's median run and the spread are reported." default:"3"`
+	Warmup       int           `help:"Tasks of one unmeasured warm-up run of each loop before the measured runs, at most --tasks (0: none)." default:"20000"`
+	Purge        bool          `help:"With --nats: allow deleting the bench's streams if they exist on the server."`
+	PreviewFlood float64       `name:"preview-flood" help:"Also run the pipeline with the micro service beside it while preview requests (rolecall.svc.resolve) arrive at this rate per second, and print its throughput over the pipeline's (0: off)." default:"0" placeholder:"REQ/S"`
+	Timeout      time.Duration `help:"Time limit of each run." default:"5m"`
+	JSON         bool          `name:"json" help:"Print the report as JSON."`
+	CPUProfile   string        `name:"cpuprofile" help:"Write a CPU profile of each measured run to PREFIX.<loop>.<repeat> (go tool pprof merges several files)." type:"path" placeholder:"PREFIX"`
+	LatencyCSV   string        `name:"latency-csv" help:"Write each task's enqueue time and latency of every measured run to FILE as CSV (milliseconds; enqueue times count from the start of a collection forced first: with GODEBUG=gctrace=1, the first cycle marked (forced))." type:"path" placeholder:"FILE"`
 }
 
 func (c *benchCmd) Run(ctx context.Context, g *globals, kctx *kong.Context) (err error) {
@@ -48,14 +44,13 @@ func (c *benchCmd) Run(ctx context.Context, g *globals, kctx *kong.Context) (err
 	if err != nil {
 		return usageErr("--mix: %v", err)
 	}
-	if c.Tasks <= 0 || c.Concurrency <= 0 || c.Repeat <= 0 || c.Warmup < 0 || c.Rate < 0 || c.PeakFraction < 0 || c.PeakFraction > 1 {
-		return usageErr("--tasks, --concurrency and --repeat must be positive, --warmup and --rate not negative and --peak-fraction between 0 and 1")
+	if c.Tasks <= 0 || c.Concurrency < 0 || c.Repeat <= 0 || c.Warmup < 0 || c.Rate < 0 || c.PreviewFlood < 0 || c.PeakFraction < 0 || c.PeakFraction > 1 {
+		return usageErr("--tasks and --repeat must be positive, --concurrency, --warmup, --rate and --preview-flood not negative and --peak-fraction between 0 and 1")
 	}
 	opts := bench.Options{
-		Tasks: c.Tasks, Concurrency: c.Concurrency, Mix: mix,
-		MaxAckPending: c.MaxAckPending, MaxInFlight: c.MaxInFlight, FetchBatch: c.FetchBatch, Baseline: c.Baseline,
-		Rate: c.Rate, PeakFraction: c.PeakFraction, Trace: c.Trace, CompareTracing: c.CompareTracing, Binary: c.Binary, Distinct: c.Distinct, Repeat: c.Repeat,
-		Warmup: c.Warmup, URL: c.NATS, Purge: c.Purge, Timeout: c.Timeout, Progress: g.stderr,
+		Tasks: c.Tasks, Concurrency: c.Concurrency, Mix: mix, Baseline: c.Baseline,
+		Rate: c.Rate, PeakFraction: c.PeakFraction, Trace: c.Trace, Binary: c.Binary, Repeat: c.Repeat,
+		Warmup: c.Warmup, PreviewFlood: c.PreviewFlood, URL: c.NATS, Purge: c.Purge, Timeout: c.Timeout, Progress: g.stderr,
 	}
 	if f, ok := g.stderr.(*os.File); ok && telemetry.IsTerminal(f) {
 		opts.ProgressTTY = true
@@ -131,10 +126,7 @@ func printReport(w io.Writer, r *bench.Report) {
 		mode = fmt.Sprintf("offered at %.0f tasks/s", r.Rate)
 	}
 	tracing := "off"
-	switch {
-	case r.CompareTracing:
-		tracing = "off and on (always sample, discarding exporter), back to back"
-	case r.Trace:
+	if r.Trace {
 		tracing = "on (always sample, discarding exporter)"
 	}
 	fmt.Fprintf(w, "rolecall bench: %d tasks %s, concurrency %d, mix %s, %s server, tracing %s\n",
@@ -159,50 +151,49 @@ func printReport(w io.Writer, r *bench.Report) {
 	if r.WarmupTasks > 0 {
 		fmt.Fprintf(w, "after an unmeasured warm-up run of %d tasks per loop\n", r.WarmupTasks)
 	}
-	if r.Repeat > 1 {
-		by := "throughput"
-		if r.Rate > 0 {
-			by = "p99 latency"
-		}
-		fmt.Fprintf(w, "median (by %s) of %d runs each\n", by, r.Repeat)
+	by := "throughput"
+	if r.Rate > 0 {
+		by = "p99 latency"
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "median run (by %s) of %d per loop, with the range over the runs\n\n", by, r.Repeat)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "loop\ttasks/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tCPU s/1k tasks\tof it sys\tGC µs/task\tallocs/task\tpeak RSS MiB\ttask B\toutcome B\t")
-	row := func(s bench.Stats) {
-		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.1f\t%.0f\t%.1f\t%d\t%d\t\n",
-			s.Loop, s.Throughput, s.Latency.P50, s.Latency.P90, s.Latency.P99, s.Latency.Max,
+	fmt.Fprintln(tw, "loop\ttasks/s\trange\tp50 ms\tp99 ms\trange\tmax ms\tCPU s/1k tasks\tof it sys\tGC µs/task\tallocs/task\tpeak RSS MiB\ttask B\toutcome B\t")
+	for _, l := range r.Loops {
+		s := l.Median
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f–%.0f\t%.2f\t%.2f\t%.2f–%.2f\t%.2f\t%.3f\t%.3f\t%.1f\t%.0f\t%.1f\t%d\t%d\t\n",
+			s.Loop, s.Throughput, l.Throughput.Min, l.Throughput.Max, s.Latency.P50, s.Latency.P99, l.P99.Min, l.P99.Max, s.Latency.Max,
 			s.CPUPer1000, s.SysCPUPer1000, s.GCMicrosPerTask, s.AllocsPerTask, float64(s.PeakRSSBytes)/(1<<20), s.TaskBytes, s.OutcomeBytes)
 	}
-	if r.Baseline != nil {
-		row(*r.Baseline)
-	}
-	row(r.Pipeline)
-	if r.Traced != nil {
-		row(*r.Traced)
-	}
 	_ = tw.Flush()
-	if r.Baseline != nil && r.Ratio > 0 {
-		fmt.Fprintf(w, "\nratio pipeline/baseline: %.2f", r.Ratio)
-		if len(r.Ratios) > 1 {
-			fmt.Fprintf(w, " (median of the pairs' %.2f; baseline first %.2f, pipeline first %.2f)", r.Ratios, r.RatioBaselineFirst, r.RatioPipelineFirst)
+	fmt.Fprintln(w)
+	for _, x := range []struct {
+		name string
+		r    *bench.Ratio
+	}{{"store off", r.StoreOff}, {"store on ", r.StoreOn}} {
+		if x.r == nil {
+			continue
 		}
-		fmt.Fprintln(w)
-	}
-	if r.Traced != nil && r.TracedRatio > 0 {
-		fmt.Fprintf(w, "tracing costs %.1f%% of throughput: traced/untraced %.3f", 100*(1-r.TracedRatio), r.TracedRatio)
-		if len(r.TracedRatios) > 1 {
-			fmt.Fprintf(w, " (median of the pairs' %.3f)", r.TracedRatios)
+		verdict := "met"
+		if !x.r.Met() {
+			verdict = "MISSED"
 		}
-		fmt.Fprintln(w)
-		fmt.Fprintf(w, "CPU per task: untraced %.1f µs, traced %.1f µs (median runs)\n", r.Pipeline.CPUPer1000*1000, r.Traced.CPUPer1000*1000)
+		fmt.Fprintf(w, "pipeline/bare, %s: %.2f (range %.2f–%.2f, each repeat %.2f); floor %.2f %s; by CPU per task %.2f\n",
+			x.name, x.r.Median, x.r.Spread.Min, x.r.Spread.Max, x.r.Each, x.r.Floor, verdict, x.r.CPU)
 	}
-	if f := r.SpanFloor; f != nil {
-		fmt.Fprintf(w, "the OpenTelemetry SDK alone, the same spans without the pipeline (%d tasks): %.1f µs CPU, %.0f allocations, %.1f KiB per task = %.1f%% of an untraced task's CPU\n",
-			f.Tasks, f.CPUMicrosPerTask, f.AllocsPerTask, f.AllocBytesPerTask/1024, 100*f.ShareOfUntracedTask)
+	if f := r.Loop(bench.LoopFlood); f != nil && f.Median.Flood != nil {
+		fmt.Fprintf(w, "preview flood (median run): %s\n", f.Median.Flood)
+	}
+	if x := r.Flood; x != nil {
+		verdict := "met"
+		if !x.Met() {
+			verdict = "MISSED"
+		}
+		fmt.Fprintf(w, "pipeline under preview flood/pipeline: %.2f (range %.2f–%.2f, each repeat %.2f); floor %.2f %s; by CPU per task %.2f\n",
+			x.Median, x.Spread.Min, x.Spread.Max, x.Each, x.Floor, verdict, x.CPU)
 	}
 	if r.NATSErrors > 0 {
 		fmt.Fprintf(w, "warning: %d asynchronous NATS errors during the bench; the numbers are disturbed\n", r.NATSErrors)
 	}
-	fmt.Fprintf(w, "outcomes: %d resolved, %d failed, every task exactly one\n", r.Pipeline.Resolved, r.Pipeline.Failed)
+	p := r.Loop(bench.LoopPipeline).Median
+	fmt.Fprintf(w, "outcomes: %d resolved, %d failed, every task exactly one in every run\n", p.Resolved, p.Failed)
 }

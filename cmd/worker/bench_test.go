@@ -9,32 +9,31 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rolecall/rolecall/bench"
+	"github.com/rolecall/rolecall/internal/bench"
 )
 
-// TestBenchSmoke is what CI runs as `worker bench --tasks 2000`, smaller:
-// the command completes, every task has its outcome in both loops, and the
-// JSON report says so.
+// TestBenchSmoke is what CI runs as `worker bench --tasks 2000`, smaller,
+// with --baseline: the command completes, every task has its outcome in
+// every loop, and the JSON report says so.
 func TestBenchSmoke(t *testing.T) {
-	stdout, stderr := runBench(t, "--tasks", "200", "--concurrency", "2", "--baseline", "--json")
+	stdout, stderr := runBench(t, "--tasks", "200", "--concurrency", "8", "--baseline", "--json")
 	var rep bench.Report
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("report is not JSON: %v\n%s", err, stdout.String())
 	}
-	if rep.Pipeline.Outcomes != 200 || rep.Baseline == nil || rep.Baseline.Outcomes != 200 {
-		t.Errorf("outcomes: pipeline %d, baseline %v; want 200 each", rep.Pipeline.Outcomes, rep.Baseline)
+	for _, l := range []string{bench.LoopBare, bench.LoopStoreOff, bench.LoopPipeline} {
+		if lr := rep.Loop(l); lr == nil || lr.Median.Outcomes != 200 {
+			t.Errorf("%s: %+v, want 200 outcomes", l, lr)
+		}
 	}
-	if rep.Ratio <= 0 {
-		t.Errorf("ratio %v, want a positive number", rep.Ratio)
+	if rep.StoreOff == nil || rep.StoreOn == nil || rep.StoreOff.Median <= 0 || rep.StoreOn.Median <= 0 {
+		t.Errorf("ratios %+v and %+v, want both", rep.StoreOff, rep.StoreOn)
 	}
-	// Six pairs by default, three in each order, a ratio for each.
-	if rep.Repeat != 6 || len(rep.Ratios) != 6 || len(rep.Runs) != 12 {
-		t.Errorf("repeat %d, %d ratios, %d runs; want 6, 6 and 12 by default", rep.Repeat, len(rep.Ratios), len(rep.Runs))
+	// Three repeats by default, a ratio of each, the order rotated.
+	if rep.Repeat != 3 || len(rep.StoreOn.Each) != 3 || len(rep.Runs) != 9 {
+		t.Errorf("repeat %d, %d ratios, %d runs; want 3, 3 and 9 by default", rep.Repeat, len(rep.StoreOn.Each), len(rep.Runs))
 	}
-	if rep.RatioBaselineFirst <= 0 || rep.RatioPipelineFirst <= 0 {
-		t.Errorf("ratios by order %v and %v, want both", rep.RatioBaselineFirst, rep.RatioPipelineFirst)
-	}
-	for _, line := range []string{"pipeline (run 1/6)", "baseline (run 6/6)"} {
+	for _, line := range []string{"pipeline (run 1/3)", "bare (run 3/3)", "pipeline-store-off (warm-up)"} {
 		if !strings.Contains(stderr.String(), line) {
 			t.Errorf("no progress line %q on stderr:\n%s", line, stderr.String())
 		}
@@ -57,6 +56,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"bench", "--mix", "casts=1,bogus=2"},
 		{"bench", "--tasks", "0"},
 		{"bench", "--rate", "-1"},
+		{"bench", "--distinct-configs"},
+		{"bench", "--max-in-flight", "8"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(args, nil, &stdout, &stderr); code != 2 {
@@ -66,8 +67,8 @@ func TestBenchUsageErrors(t *testing.T) {
 }
 
 func TestBenchText(t *testing.T) {
-	stdout, _ := runBench(t, "--tasks", "40", "--concurrency", "1")
-	for _, want := range []string{"tasks/s", "p99 ms", "of it sys", "GC µs/task", "GOGC ", "pipeline", "36 resolved, 4 failed, every task exactly one"} {
+	stdout, _ := runBench(t, "--tasks", "40", "--concurrency", "1", "--baseline", "--repeat", "1")
+	for _, want := range []string{"tasks/s", "p99 ms", "of it sys", "GC µs/task", "GOGC ", "concurrency 1,", "bare", "pipeline-store-off", "pipeline/bare, store off: ", "pipeline/bare, store on : ", "floor 0.75", "floor 0.60", "by CPU per task", "36 resolved, 4 failed, every task exactly one"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, stdout.String())
 		}
@@ -87,7 +88,7 @@ func TestBenchCPUProfiles(t *testing.T) {
 		got[i] = filepath.Base(got[i])
 	}
 	slices.Sort(got)
-	if want := []string{"cpu.baseline.1", "cpu.baseline.2", "cpu.pipeline.1", "cpu.pipeline.2"}; !slices.Equal(got, want) {
+	if want := []string{"cpu.bare.1", "cpu.bare.2", "cpu.pipeline-store-off.1", "cpu.pipeline-store-off.2", "cpu.pipeline.1", "cpu.pipeline.2"}; !slices.Equal(got, want) {
 		t.Fatalf("profiles %v, want %v", got, want)
 	}
 	for _, name := range got {
@@ -111,14 +112,14 @@ func TestBenchLatencyCSV(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	if len(lines) != 1+2*60 || lines[0] != "loop,run,enqueued_ms,latency_ms" {
-		t.Fatalf("%d lines starting %q: want the header and 120 rows", len(lines), lines[0])
+	if len(lines) != 1+3*60 || lines[0] != "loop,run,enqueued_ms,latency_ms" {
+		t.Fatalf("%d lines starting %q: want the header and 180 rows", len(lines), lines[0])
 	}
 	loops := map[string]int{}
 	for _, l := range lines[1:] {
 		loops[strings.SplitN(l, ",", 2)[0]]++
 	}
-	if loops["pipeline"] != 60 || loops["baseline"] != 60 {
+	if loops["pipeline"] != 60 || loops["pipeline-store-off"] != 60 || loops["bare"] != 60 {
 		t.Errorf("rows per loop %v, want 60 of each", loops)
 	}
 }

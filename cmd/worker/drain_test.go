@@ -41,7 +41,7 @@ func TestSIGTERMDrainsUnderLoad(t *testing.T) {
 	ln.Close()
 
 	var stderr strings.Builder
-	cmd := exec.Command(bin, "run", "--root", "../../examples", "--listen", addr, "--data", filepath.Join(dir, "nats"), "--concurrency", "4")
+	cmd := exec.Command(bin, "run", "--root", "../../examples", "--listen", addr, "--store", filepath.Join(dir, "nats"), "--concurrency", "4")
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestSIGTERMDrainsUnderLoad(t *testing.T) {
 	}
 	nc.Close()
 
-	cmd2 := exec.Command(bin, "run", "--root", "../../examples", "--listen", addr, "--data", filepath.Join(dir, "nats"), "--concurrency", "4")
+	cmd2 := exec.Command(bin, "run", "--root", "../../examples", "--listen", addr, "--store", filepath.Join(dir, "nats"), "--concurrency", "4")
 	var stderr2 strings.Builder
 	cmd2.Stderr = &stderr2
 	if err := cmd2.Start(); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 )
@@ -13,6 +14,7 @@ import (
 type healthcheckCmd struct {
 	URL     string        `help:"URL to probe; any 2xx answer is healthy." default:"http://127.0.0.1:8080/readyz" env:"ROLECALL_HEALTHCHECK_URL"`
 	Timeout time.Duration `help:"How long the probe may take." default:"3s"`
+	Print   bool          `help:"Print the answer's body (the /readyz JSON: connection, snapshot, problems) instead of ok, healthy or not."`
 }
 
 func (c *healthcheckCmd) Run(ctx context.Context, g *globals) error {
@@ -27,9 +29,17 @@ func (c *healthcheckCmd) Run(ctx context.Context, g *globals) error {
 		return fmt.Errorf("healthcheck: %w", err)
 	}
 	defer resp.Body.Close()
+	if c.Print {
+		// Bounded: a probe is not a download.
+		if _, err := io.Copy(g.stdout, io.LimitReader(resp.Body, 1<<20)); err != nil {
+			return fmt.Errorf("healthcheck: %w", err)
+		}
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return fmt.Errorf("healthcheck: %s answered %s", c.URL, resp.Status)
 	}
-	fmt.Fprintln(g.stdout, "ok")
+	if !c.Print {
+		fmt.Fprintln(g.stdout, "ok")
+	}
 	return nil
 }

@@ -16,6 +16,7 @@ func TestHealthcheck(t *testing.T) {
 	defer ready.Close()
 	notReady := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"ready":false}`))
 	}))
 	defer notReady.Close()
 	gone := httptest.NewServer(http.NotFoundHandler())
@@ -32,6 +33,8 @@ func TestHealthcheck(t *testing.T) {
 		{"not ready answers 503", []string{"--url", notReady.URL + "/readyz"}, 1, "", "503 Service Unavailable"},
 		{"nothing listens", []string{"--url", gone.URL + "/readyz"}, 1, "", "healthcheck:"},
 		{"not a URL", []string{"--url", "://"}, 2, "", "--url"},
+		{"--print shows the body", []string{"--url", ready.URL + "/readyz", "--print"}, 0, `{"ready":true}`, ""},
+		{"--print shows an unready body too", []string{"--url", notReady.URL + "/readyz", "--print"}, 1, `{"ready":false}`, "503 Service Unavailable"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,5 +1,5 @@
 // Command worker is rolecall's one binary: the worker (run) and the tools
-// around it (resolve, roster, validate, submit, tail, bench).
+// around it (resolve, explain, roster, validate, submit, tail, bench).
 //
 // Exit codes: 0 success, 1 typed failure (the failure JSON is on stdout),
 // 2 usage error (message on stderr).
@@ -15,6 +15,8 @@ import (
 	"syscall"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/rolecall/rolecall/discover"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -37,6 +39,11 @@ func (e *exitError) Error() string {
 // further message.
 var errTypedFailure = &exitError{code: 1}
 
+// discoverOptions are the options every command loads the config root with.
+func (g *globals) discoverOptions() discover.Options {
+	return discover.Options{AllowHardLinks: g.AllowHardLinks}
+}
+
 func usageErr(format string, args ...any) error {
 	return &exitError{code: 2, err: fmt.Errorf(format, args...)}
 }
@@ -45,6 +52,8 @@ func usageErr(format string, args ...any) error {
 type globals struct {
 	Root     string `help:"Config root directory." default:"." env:"ROLECALL_ROOT" type:"path"`
 	LogLevel string `help:"Log level: debug, info, warn, error." default:"info" env:"ROLECALL_LOG_LEVEL"`
+	// Hard links are refused by default (docs/CONFIG.md, path confinement).
+	AllowHardLinks bool `name:"allow-hard-links" help:"Read config files that have more than one hard link (refused by default: a hard link can lead out of the config root unseen)." env:"ROLECALL_ALLOW_HARD_LINKS"`
 
 	stdin  io.Reader
 	stdout io.Writer
@@ -53,23 +62,21 @@ type globals struct {
 
 type cli struct {
 	globals
+	ShowVersion versionFlag `name:"version" help:"Print the version and exit."`
 
 	Run         runCmd         `cmd:"" help:"Run the worker (embedded NATS when no URL is configured)."`
 	Resolve     resolveCmd     `cmd:"" help:"Resolve a task offline and print the resolved-spec (or failure) JSON."`
+	Explain     explainCmd     `cmd:"" help:"Explain a task's decision, or a recorded outcome's: every field's candidates, reasons and origins."`
 	Roster      rosterCmd      `cmd:"" help:"List the identities a planner may assign."`
 	Validate    validateCmd    `cmd:"" help:"Check the config root; print file:line: code: message per problem."`
+	Config      configCmd      `cmd:"" help:"Push, list and roll back the config bundles of a fleet in NATS."`
 	Submit      submitCmd      `cmd:"" help:"Publish a task event."`
 	Tail        tailCmd        `cmd:"" help:"Print outcome events as they arrive."`
 	Bench       benchCmd       `cmd:"" help:"Measure the pipeline against a bare JetStream loop."`
-	Version     versionCmd     `cmd:"" help:"Print the version."`
+	Schema      schemaCmd      `cmd:"" help:"Print an embedded JSON Schema of the events (they resolve offline), or list them with their $id."`
+	Version     versionCmd     `cmd:"" help:"Print the version, module, VCS revision and Go version."`
 	Healthcheck healthcheckCmd `cmd:"" help:"Probe a worker's /readyz (for container health checks); exit 0 when healthy."`
-}
-
-type versionCmd struct{}
-
-func (versionCmd) Run(g *globals) error {
-	fmt.Fprintln(g.stdout, version)
-	return nil
+	Replay      replayCmd      `cmd:"" help:"Re-decide recorded outcomes against a config root: exit 0 same, 1 non-deterministic, 3 would change, 4 cannot replay."`
 }
 
 func main() {
@@ -77,7 +84,16 @@ func main() {
 }
 
 // run is main without os.Exit, so tests can drive the CLI in-process.
+// SIGINT and SIGTERM cancel its context.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runContext(ctx, args, stdin, stdout, stderr)
+}
+
+// runContext is run with the context the command runs under, so a test
+// can stop a worker without a signal.
+func runContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var c cli
 	c.stdin, c.stdout, c.stderr = stdin, stdout, stderr
 	parser, err := kong.New(&c,
@@ -101,13 +117,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				panic(r)
 			}
 		}()
+		if len(args) == 0 {
+			// Nothing asked: the usage, as for a usage error.
+			parser.Stdout = stderr
+			if kctx, err := kong.Trace(parser, nil); err == nil {
+				_ = kctx.PrintUsage(false)
+			}
+			return 2
+		}
 		kctx, err := parser.Parse(args)
 		if err != nil {
 			fmt.Fprintln(stderr, "worker:", err)
 			return 2
 		}
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
 		kctx.BindTo(ctx, (*context.Context)(nil))
 		err = kctx.Run(&c.globals)
 		var ee *exitError

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -64,8 +67,9 @@ func (f natsFlags) url() string {
 }
 
 // connect dials NATS and reconnects forever with jittered backoff: a worker
-// must outlive a broker restart without a supervisor restarting it.
-func (f natsFlags) connect(name string, log *slog.Logger) (*nats.Conn, error) {
+// must outlive a broker restart without a supervisor restarting it. extra
+// options come last, so they override these.
+func (f natsFlags) connect(name string, log *slog.Logger, extra ...nats.Option) (*nats.Conn, error) {
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
@@ -78,7 +82,7 @@ func (f natsFlags) connect(name string, log *slog.Logger) (*nats.Conn, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "server", nc.ConnectedUrlRedacted()) }),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Warn("nats async error", "error", err) }),
+		nats.ErrorHandler(asyncErrors(log, nil)),
 	}
 	if f.Creds != "" {
 		opts = append(opts, nats.UserCredentials(f.Creds))
@@ -102,11 +106,79 @@ func (f natsFlags) connect(name string, log *slog.Logger) (*nats.Conn, error) {
 	if f.TLSCert != "" || f.TLSKey != "" {
 		opts = append(opts, nats.ClientCert(f.TLSCert, f.TLSKey))
 	}
+	opts = append(opts, extra...)
 	urls := strings.Join(strings.Fields(strings.ReplaceAll(f.url(), ",", " ")), ",")
 	nc, err := nats.Connect(urls, opts...)
 	if err != nil {
 		// The URL may carry credentials; never echo it unredacted.
+		if errors.Is(err, nats.ErrNoServers) {
+			return nil, fmt.Errorf("connect to NATS: %w (is a server running there? worker run starts an embedded one when given no URL; --nats or ROLECALL_NATS_URL names another)", err)
+		}
 		return nil, fmt.Errorf("connect to NATS: %w", err)
 	}
 	return nc, nil
+}
+
+// slowConsumerEvery is how often at most a slow consumer is logged.
+const slowConsumerEvery = 10 * time.Second
+
+// asyncErrors is the connection's handler of asynchronous errors. A slow
+// consumer (a subscription whose buffer overflowed, so the client dropped
+// messages) is reported by the client each time it happens, thousands of
+// times a second under load: each report is counted (count may be nil)
+// and logged at most once per slowConsumerEvery, with how many were left
+// out. Other errors are rare and logged each time.
+func asyncErrors(log *slog.Logger, count func(context.Context)) nats.ErrHandler {
+	return asyncErrorsAt(log, count, time.Now)
+}
+
+// asyncErrorsAt is asyncErrors on the clock now.
+func asyncErrorsAt(log *slog.Logger, count func(context.Context), now func() time.Time) nats.ErrHandler {
+	t := &throttle{every: slowConsumerEvery, now: now}
+	return func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		if !errors.Is(err, nats.ErrSlowConsumer) {
+			log.Warn("nats async error", "error", err)
+			return
+		}
+		if count != nil {
+			count(context.Background())
+		}
+		suppressed, ok := t.allow()
+		if !ok {
+			return
+		}
+		attrs := []any{"error", err.Error()}
+		if sub != nil {
+			attrs = append(attrs, "subject", sub.Subject)
+		}
+		if suppressed > 0 {
+			attrs = append(attrs, "suppressed", suppressed)
+		}
+		log.Warn("nats slow consumer: the client dropped messages it could not hand over in time; "+
+			"unacknowledged tasks are redelivered after ack_wait (rolecall.nats.slow_consumers counts every report)", attrs...)
+	}
+}
+
+// throttle lets one event through per interval and counts the others.
+type throttle struct {
+	every time.Duration
+	now   func() time.Time
+
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// allow says whether this event may be logged, and how many were held
+// back since the last one that was.
+func (t *throttle) allow() (suppressed int, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	if !t.last.IsZero() && now.Sub(t.last) < t.every {
+		t.suppressed++
+		return 0, false
+	}
+	suppressed, t.last, t.suppressed = t.suppressed, now, 0
+	return suppressed, true
 }

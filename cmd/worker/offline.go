@@ -15,11 +15,12 @@ import (
 	"github.com/rolecall/rolecall/events"
 	"github.com/rolecall/rolecall/pipeline"
 	"github.com/rolecall/rolecall/resolve"
+	"github.com/rolecall/rolecall/service"
 )
 
 type resolveCmd struct {
 	Explain bool   `help:"Print one line per field: name, value, source, origin file (like git config --show-origin)."`
-	Task    string `arg:"" optional:"" default:"-" help:"Task JSON file (DESIGN.md §6 task data), or - for stdin."`
+	Task    string `arg:"" optional:"" default:"-" help:"Task JSON file (the task data of docs/EVENTS.md), or - for stdin."`
 }
 
 func (c *resolveCmd) Run(_ context.Context, g *globals) error {
@@ -33,16 +34,22 @@ func (c *resolveCmd) Run(_ context.Context, g *globals) error {
 	if err != nil {
 		return printFailure(g.stdout, pipeline.FailureFrom(&task.TaskID, resolve.StageDecode, err))
 	}
-	snap, err := discover.Load(g.Root, discover.Options{})
+	snap, err := discover.Load(g.Root, g.discoverOptions())
 	if err != nil {
 		return printFailure(g.stdout, pipeline.FailureFrom(&task.TaskID, resolve.StageDiscover, err))
 	}
-	out := pipeline.Handle(snap, task, ref, nil)
+	handle := pipeline.Handle
+	if c.Explain {
+		handle = pipeline.HandleExplained
+	}
+	out := handle(snap, task, ref, nil)
+	// A task file is no event, so the record has no outcome id.
+	out.Decision().WorkerVersion = readBuildInfo().Version
 	if out.Failure != nil {
 		return printFailure(g.stdout, out.Failure)
 	}
 	if c.Explain {
-		return explain(g.stdout, snap, &out, name)
+		return printExplain(g.stdout, snap, &out, name)
 	}
 	return printJSON(g.stdout, out.Resolved)
 }
@@ -75,14 +82,25 @@ func printFailure(w io.Writer, f *events.FailureData) error {
 	return errTypedFailure
 }
 
-// explain prints every effective field with its value, source and origin.
-func explain(w io.Writer, snap *discover.Snapshot, out *pipeline.Outcome, taskFile string) error {
+// printExplain prints every effective field with its value, source and origin,
+// read from the explain chains of the resolution that decided them: the
+// origin is where the selected candidate is written (through mixins and
+// variants for a pack's values).
+func printExplain(w io.Writer, snap *discover.Snapshot, out *pipeline.Outcome, taskFile string) error {
 	spec := &out.Resolved.ResolvedAgentSpec
+	chains := make(map[string]resolve.FieldExplain, len(spec.Explain))
+	for _, f := range spec.Explain {
+		chains[f.Field] = f
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "FIELD\tVALUE\tSOURCE\tORIGIN")
 	for _, kv := range spec.Sources.Fields() {
 		field, source := kv[0], kv[1]
-		origin := snap.Origin(out.Inputs, spec, field)
+		var origin discover.Origin
+		if f, ok := chains[field]; ok {
+			source = f.Source
+			origin = snap.FieldOrigin(out.Inputs, spec, f)
+		}
 		where := origin.String()
 		if origin.File == "task" {
 			where = taskFile
@@ -92,6 +110,7 @@ func explain(w io.Writer, snap *discover.Snapshot, out *pipeline.Outcome, taskFi
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", field, truncate(fieldValue(spec, field), 48), source, where)
 	}
+	explainTierAndSkills(tw, snap, spec)
 	for _, d := range spec.Diagnostics {
 		fmt.Fprintf(tw, "diagnostic\t%s\t%s\t-\n", truncate(d.Message, 48), d.Code)
 	}
@@ -138,6 +157,12 @@ func fieldValue(s *resolve.ResolvedAgentSpec, field string) string {
 		v = s.Timeout
 	case "active":
 		v = s.Active
+	case "skills":
+		names := make([]string, len(s.Skills))
+		for i, sk := range s.Skills {
+			names[i] = sk.Name
+		}
+		v = names
 	}
 	if str, ok := v.(string); ok {
 		return str
@@ -159,11 +184,11 @@ func truncate(s string, n int) string {
 
 type rosterCmd struct {
 	Pack string `help:"Pack to list (default: the worker's default pack)."`
-	JSON bool   `name:"json" help:"Print a JSON array."`
+	JSON bool   `name:"json" help:"Print a JSON array of objects: identity, description, the tiers it may be given and the skills its pack entry admits."`
 }
 
 func (c *rosterCmd) Run(_ context.Context, g *globals) error {
-	snap, err := discover.Load(g.Root, discover.Options{})
+	snap, err := discover.Load(g.Root, g.discoverOptions())
 	if err != nil {
 		return printFailure(g.stdout, pipeline.FailureFrom(nil, resolve.StageDiscover, err))
 	}
@@ -177,7 +202,11 @@ func (c *rosterCmd) Run(_ context.Context, g *globals) error {
 		return printFailure(g.stdout, pipeline.FailureFrom(nil, resolve.StageDiscover, err))
 	}
 	if c.JSON {
-		return printJSON(g.stdout, roster)
+		entries, err := snap.RosterEntries(c.Pack)
+		if err != nil {
+			return printFailure(g.stdout, pipeline.FailureFrom(nil, resolve.StageDiscover, err))
+		}
+		return printJSON(g.stdout, entries)
 	}
 	var b bytes.Buffer
 	for _, r := range roster {
@@ -188,16 +217,69 @@ func (c *rosterCmd) Run(_ context.Context, g *globals) error {
 	return err
 }
 
-type validateCmd struct{}
+type validateCmd struct {
+	JSON bool `name:"json" help:"Print one JSON object: {ok, problems, diagnostics}, each problem {file, line, code, key, subject, message}."`
+}
+
+// validate's exit codes: problems found is not "could not run".
+const (
+	exitProblems = 1 // the root was checked and has problems
+	exitCannot   = 2 // the root could not be checked (or a usage error)
+)
 
 func (c *validateCmd) Run(_ context.Context, g *globals) error {
-	problems := discover.Validate(g.Root)
-	for _, p := range problems {
-		fmt.Fprintln(g.stdout, p.Error())
+	rep, err := discover.Check(g.Root, g.discoverOptions())
+	if err != nil {
+		return &exitError{code: exitCannot, err: fmt.Errorf("validate: %w", err)}
 	}
-	if len(problems) > 0 {
-		return &exitError{code: 1}
+	if c.JSON {
+		out := validateJSON{OK: len(rep.Problems) == 0, Problems: service.Problems(rep.Problems), Diagnostics: service.Problems(rep.Diagnostics)}
+		if err := printJSON(g.stdout, out); err != nil {
+			return err
+		}
+	} else {
+		for _, p := range rep.Problems {
+			fmt.Fprintln(g.stdout, p.Error())
+		}
+		for _, d := range rep.Diagnostics {
+			fmt.Fprintln(g.stderr, "warning: "+d.Error())
+		}
+		if len(rep.Problems) == 0 {
+			fmt.Fprintln(g.stdout, "ok: no problems")
+		}
 	}
-	fmt.Fprintln(g.stderr, "ok: no problems")
+	if len(rep.Problems) > 0 {
+		return &exitError{code: exitProblems}
+	}
 	return nil
+}
+
+// validateJSON is validate --json's output.
+type validateJSON struct {
+	OK          bool              `json:"ok"`
+	Problems    []service.Problem `json:"problems"`
+	Diagnostics []service.Problem `json:"diagnostics"`
+}
+
+// explainTierAndSkills adds a line for how a tier symbol became the model
+// (the symbol, resolved_via, and where the catalog maps the tier that
+// gave it) and one per selected skill (name, source, SKILL.md).
+func explainTierAndSkills(w io.Writer, snap *discover.Snapshot, spec *resolve.ResolvedAgentSpec) {
+	if t := spec.ModelTier; t != nil {
+		tier := strings.TrimPrefix(t.Symbol, resolve.TierPrefix)
+		if via, ok := strings.CutPrefix(t.ResolvedVia, "fallback:"); ok {
+			tier = via
+		}
+		fmt.Fprintf(w, "model_tier\t%s\t%s\t%s\n", t.Symbol, t.ResolvedVia, orDash(snap.TierOrigin(tier).String()))
+	}
+	for _, sk := range spec.Skills {
+		fmt.Fprintf(w, "skill\t%s\t%s\t%s\n", sk.Name, sk.Source, orDash(snap.SkillOrigin(sk.Name).String()))
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -18,37 +18,62 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
 
+	"github.com/rolecall/rolecall/bundle"
 	"github.com/rolecall/rolecall/discover"
 	"github.com/rolecall/rolecall/pipeline"
+	"github.com/rolecall/rolecall/service"
 	"github.com/rolecall/rolecall/telemetry"
 )
 
 type runCmd struct {
 	natsFlags
-	Concurrency    int           `help:"Tasks processed at once (default 4 × GOMAXPROCS)." env:"ROLECALL_CONCURRENCY"`
+	Concurrency    int           `help:"Deliveries processed at once, each waiting on the broker most of the time (default 128)." env:"ROLECALL_CONCURRENCY"`
 	HTTP           string        `name:"http" help:"Serve /healthz, /readyz and /metrics on ADDR (e.g. :8080)." env:"ROLECALL_HTTP" placeholder:"ADDR"`
-	Data           string        `help:"Store directory of the embedded NATS server (default: the user cache dir)." env:"ROLECALL_DATA" type:"path"`
+	Store          string        `help:"Store directory of the embedded NATS server: streams, the outcome store and consumer state (default: <user cache dir>/rolecall/nats)." env:"ROLECALL_STORE" type:"path" placeholder:"DIR"`
+	Data           string        `hidden:"" help:"Old name of --store." env:"ROLECALL_DATA" type:"path"`
+	Strict         bool          `help:"Refuse to start when the config root has a problem worker validate would report." env:"ROLECALL_STRICT"`
 	Listen         string        `help:"Listen address of the embedded NATS server." default:"127.0.0.1:4222" env:"ROLECALL_EMBEDDED_LISTEN"`
 	DrainTimeout   time.Duration `help:"How long SIGINT/SIGTERM may take to finish in-flight tasks." default:"30s" env:"ROLECALL_DRAIN_TIMEOUT"`
-	ReloadInterval time.Duration `help:"How often the config root is checked for changes." default:"1s" env:"ROLECALL_RELOAD_INTERVAL"`
+	ReloadInterval time.Duration `help:"How often a background sweep checks the config root for changes (tasks never wait for it)." default:"500ms" env:"ROLECALL_RELOAD_INTERVAL"`
 	Replicas       int           `help:"Stream and consumer replicas." env:"ROLECALL_REPLICAS"`
 	MaxDeliver     int           `help:"Deliveries of one task before the dead-letter path answers it." env:"ROLECALL_MAX_DELIVER"`
 	AckWait        time.Duration `help:"Time a task may stay unacknowledged before redelivery." env:"ROLECALL_ACK_WAIT"`
+	RetryFor       time.Duration `help:"How long a delivery retries a transient broker fault in place before the task is redelivered (default 30s)." env:"ROLECALL_RETRY_FOR"`
+	Horizon        string        `name:"idempotency-horizon" help:"How long each task event's outcome is remembered, so a re-sent event gets no second outcome (default 24h; 0 turns the store off)." env:"ROLECALL_IDEMPOTENCY_HORIZON" placeholder:"DURATION"`
 	NoCreate       bool          `help:"Require the streams and consumer to exist instead of creating them." env:"ROLECALL_NO_CREATE"`
 	Instance       string        `help:"Worker instance id (default hostname-pid)." env:"ROLECALL_INSTANCE"`
 	Fleet          string        `help:"CloudEvents source of outcomes: the fleet's name." default:"rolecall" env:"ROLECALL_FLEET"`
+	ConfigFrom     string        `name:"config-from" help:"Where packs, profiles and catalog come from: files (the config root) or nats (the bundle at ROLECALL_CONFIG current; the root still gives the nats: block)." enum:"files,nats" default:"files" env:"ROLECALL_CONFIG_FROM"`
+	uiFlags
+	auditFlags
+	serviceFlags
 }
 
 func (c *runCmd) Run(ctx context.Context, g *globals) error {
+	if err := c.uiFlags.check(); err != nil {
+		return err
+	}
 	log, err := newLogger(g)
 	if err != nil {
 		return err
 	}
-	src, err := discover.NewSource(g.Root, discover.Options{ReloadInterval: c.ReloadInterval}, log)
+	opts := g.discoverOptions()
+	opts.ReloadInterval = c.ReloadInterval
+	src, err := discover.NewSource(g.Root, opts, log)
 	if err != nil {
 		return fmt.Errorf("load config root %s: %w", g.Root, err)
 	}
+	src.Start(ctx)
+	defer src.Stop()
 	snap := src.Snapshot()
+	problems := &configProblems{log: log}
+	if n := len(problems.check(snap)); n > 0 && c.Strict {
+		return &exitError{code: exitProblems, err: fmt.Errorf("--strict: the config root %s has %d problem(s), logged above; worker validate --root %s lists them", g.Root, n, g.Root)}
+	}
+	store, err := c.storeDir()
+	if err != nil {
+		return err
+	}
 	nf := c.natsFlags.withConfig(snap.Config.NATS)
 
 	instance := c.Instance
@@ -58,7 +83,7 @@ func (c *runCmd) Run(ctx context.Context, g *globals) error {
 	}
 	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "rolecall-worker", ServiceVersion: version, InstanceID: instance})
 	if err != nil {
-		return fmt.Errorf("telemetry: %w", err)
+		return err // Setup's errors start with "telemetry:" already
 	}
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -68,13 +93,19 @@ func (c *runCmd) Run(ctx context.Context, g *globals) error {
 		}
 	}()
 	otel.SetErrorHandler(telemetry.ErrorHandler(log))
+	log.LogAttrs(ctx, slog.LevelInfo, "telemetry", tel.Summary()...)
 	inst, err := telemetry.NewInstruments(tel.MeterProvider)
 	if err != nil {
 		return err
 	}
+	reg, err := inst.ObserveConfigProblems(problems.count.Load)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = reg.Unregister() }()
 
 	if nf.NATS == "" {
-		srv, err := c.startEmbedded(log)
+		srv, err := c.startEmbedded(log, store)
 		if err != nil {
 			return err
 		}
@@ -84,8 +115,9 @@ func (c *runCmd) Run(ctx context.Context, g *globals) error {
 		}()
 		nf.NATS = srv.ClientURL()
 		fmt.Fprintf(g.stdout, "embedded NATS server with JetStream listening on %s\n", nf.NATS)
+		fmt.Fprintf(g.stdout, "embedded NATS store: %s\n", store)
 	}
-	nc, err := nf.connect("rolecall-worker "+instance, log)
+	nc, err := nf.connect("rolecall-worker "+instance, log, nats.ErrorHandler(asyncErrors(log, inst.SlowConsumer)))
 	if err != nil {
 		return err
 	}
@@ -104,29 +136,80 @@ func (c *runCmd) Run(ctx context.Context, g *globals) error {
 	if c.AckWait > 0 {
 		cfg.AckWait = c.AckWait
 	}
+	if c.RetryFor > 0 {
+		cfg.RetryFor = c.RetryFor
+	}
+	if c.Horizon != "" {
+		h, err := parseHorizon(c.Horizon)
+		if err != nil {
+			return usageErr("--idempotency-horizon: %v", err)
+		}
+		cfg.IdempotencyHorizon = h
+	}
 	if c.NoCreate {
 		cfg.CreateStreams = false
 	}
-	w, err := pipeline.New(js, src, cfg, pipeline.Options{
+	var decideFrom snapshotSource = src
+	var bundles *bundle.Source
+	if c.ConfigFrom == discover.ConfigFromNATS {
+		var stop func()
+		if bundles, stop, err = watchBundles(ctx, js, tel.MeterProvider, cfg.CreateStreams, cfg.Replicas, log); err != nil {
+			return err
+		}
+		defer stop()
+		decideFrom = bundles
+	}
+	w, err := pipeline.New(js, decideFrom, cfg, pipeline.Options{
 		Logger:         log,
 		TracerProvider: tel.TracerProvider,
 		Propagator:     tel.Propagator,
 		Instruments:    inst,
+		Version:        readBuildInfo().Version,
 	})
 	if err != nil {
 		return err
 	}
 
+	if c.Service {
+		stopService, err := c.startService(nf, instance, decideFrom, w.Config(), log)
+		if err != nil {
+			return err
+		}
+		defer stopService()
+	}
+	if c.UI != "" {
+		stopUI, err := c.serveUI(js, w.Config(), uiSnapshots(decideFrom), log)
+		if err != nil {
+			return err
+		}
+		defer stopUI()
+	}
+	defer c.startAudit(ctx, js, w.Config(), tel.MeterProvider, log)()
 	if c.HTTP != "" {
-		stopHTTP, err := serveHTTP(c.HTTP, nc, w, src, tel, log)
+		stopHTTP, err := serveHTTP(c.HTTP, nc, w, decideFrom, problems, tel, log)
 		if err != nil {
 			return err
 		}
 		defer stopHTTP()
 	}
 
-	log.Info("worker starting", "instance", instance, "concurrency", w.Config().Concurrency,
-		"tasks_stream", w.Config().TasksStream, "specs_stream", w.Config().SpecsStream, "snapshot", snap.Digest)
+	wc := w.Config()
+	horizon := "off"
+	if wc.Idempotent() {
+		horizon = wc.IdempotencyHorizon.String()
+	}
+	log.Info("worker starting", "instance", instance, "concurrency", wc.Concurrency,
+		"tasks_stream", wc.TasksStream, "specs_stream", wc.SpecsStream, "idempotency_horizon", horizon, "snapshot", snap.Digest)
+	if bundles != nil {
+		// No task is taken before a bundle serves.
+		log.Info("waiting for a config bundle", "bucket", bundle.Bucket, "key", bundle.KeyCurrent)
+		if err := bundles.Wait(ctx); err != nil {
+			return nil
+		}
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go problems.watch(watchCtx, decideFrom.Snapshot, max(c.ReloadInterval, time.Second))
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	select {
@@ -135,7 +218,7 @@ func (c *runCmd) Run(ctx context.Context, g *globals) error {
 			return err
 		}
 	case <-ctx.Done():
-		log.Info("draining: no new tasks are fetched; in-flight tasks finish", "timeout", c.DrainTimeout)
+		log.Info("draining: no new tasks are fetched; in-flight tasks finish", "timeout", c.DrainTimeout.String())
 		select {
 		case err := <-done:
 			if err != nil {
@@ -150,6 +233,24 @@ func (c *runCmd) Run(ctx context.Context, g *globals) error {
 	}
 	log.Info("worker stopped")
 	return nil
+}
+
+// parseHorizon reads --idempotency-horizon: a positive duration, or 0 for
+// no store.
+func parseHorizon(s string) (time.Duration, error) {
+	if s == "0" {
+		return pipeline.IdempotencyOff, nil
+	}
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		return 0, err
+	case d < 0:
+		return 0, fmt.Errorf("%s is negative", s)
+	case d == 0:
+		return pipeline.IdempotencyOff, nil
+	}
+	return d, nil
 }
 
 func setInt(dst *int, v int) {
@@ -182,15 +283,42 @@ func pipelineConfig(n discover.NATSConfig) pipeline.Config {
 	if n.DuplicateWindow > 0 {
 		cfg.DuplicateWindow = n.DuplicateWindow
 	}
+	if n.RetryFor > 0 {
+		cfg.RetryFor = n.RetryFor
+	}
+	if h := n.IdempotencyHorizon; h != nil {
+		cfg.IdempotencyHorizon = *h
+		if *h == 0 {
+			cfg.IdempotencyHorizon = pipeline.IdempotencyOff
+		}
+	}
 	if n.CreateStreams != nil {
 		cfg.CreateStreams = *n.CreateStreams
 	}
 	return cfg
 }
 
+// storeDir is the embedded server's store directory: --store, else the
+// old --data, else <user cache dir>/rolecall/nats.
+func (c *runCmd) storeDir() (string, error) {
+	switch {
+	case c.Store != "" && c.Data != "" && c.Store != c.Data:
+		return "", usageErr("--store %s and --data %s disagree; --data is the old name of --store", c.Store, c.Data)
+	case c.Store != "":
+		return c.Store, nil
+	case c.Data != "":
+		return c.Data, nil
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, "rolecall", "nats"), nil
+}
+
 // startEmbedded runs an in-process nats-server with JetStream for the
-// single-machine setup.
-func (c *runCmd) startEmbedded(log *slog.Logger) (*server.Server, error) {
+// single-machine setup, storing in dir.
+func (c *runCmd) startEmbedded(log *slog.Logger, dir string) (*server.Server, error) {
 	host, portStr, err := net.SplitHostPort(c.Listen)
 	if err != nil {
 		return nil, usageErr("--listen %q: %v", c.Listen, err)
@@ -198,14 +326,6 @@ func (c *runCmd) startEmbedded(log *slog.Logger) (*server.Server, error) {
 	port, err := strconv.Atoi(portStr)
 	if err != nil {
 		return nil, usageErr("--listen %q: bad port", c.Listen)
-	}
-	dir := c.Data
-	if dir == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			base = os.TempDir()
-		}
-		dir = filepath.Join(base, "rolecall", "nats")
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("embedded NATS store %s: %w", dir, err)
@@ -229,18 +349,27 @@ func (c *runCmd) startEmbedded(log *slog.Logger) (*server.Server, error) {
 }
 
 // serveHTTP exposes liveness, readiness and metrics.
-func serveHTTP(addr string, nc *nats.Conn, w *pipeline.Worker, src *discover.Source, tel *telemetry.Telemetry, log *slog.Logger) (func(), error) {
+func serveHTTP(addr string, nc *nats.Conn, w *pipeline.Worker, src snapshotSource, problems *configProblems, tel *telemetry.Telemetry, log *slog.Logger) (func(), error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) {
 		rw.Header().Set("Content-Type", "text/plain")
 		fmt.Fprintln(rw, "ok")
 	})
 	mux.HandleFunc("/readyz", func(rw http.ResponseWriter, _ *http.Request) {
+		if b, ok := src.(*bundle.Source); ok {
+			bundleReadyz(rw, nc, w, b, problems)
+			return
+		}
+		snap := src.Snapshot()
 		status := map[string]any{
 			"nats_connected": nc.IsConnected(),
 			"consumer_bound": w.Ready(),
-			"snapshot":       src.Snapshot().Digest,
+			"snapshot":       snap.Digest,
 			"snapshot_error": nil,
+			// What worker validate reports for the snapshot served: detail
+			// for the operator, not a reason to be unready (every other
+			// pack works).
+			"problems": service.Problems(problems.check(snap)),
 		}
 		ok := nc.IsConnected() && w.Ready()
 		if err := src.Err(); err != nil {

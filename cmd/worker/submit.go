@@ -1,12 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -21,38 +28,69 @@ import (
 
 type submitCmd struct {
 	natsFlags
-	Wait    bool          `help:"Wait for the task's outcome event and print it (exit 1 if it is a failure)."`
-	Timeout time.Duration `help:"How long --wait waits." default:"30s"`
-	Binary  bool          `help:"Send in binary content mode (ce-* headers) instead of structured."`
-	Source  string        `help:"CloudEvents source of the task event." default:"rolecall-cli"`
-	ID      string        `help:"CloudEvents id (default: random). Submitting the same source+id twice is one task."`
-	Subject string        `help:"Subject to publish on (default <prefix>.tasks.<role>)."`
-	Task    string        `arg:"" help:"Task JSON file (or - for stdin)."`
+	Wait        bool          `help:"Wait for each task's outcome event and print them in the order of the tasks (exit 1 if any is a failure)."`
+	Timeout     time.Duration `help:"How long --wait waits for all the outcomes." default:"30s"`
+	Binary      bool          `help:"Send in binary content mode (ce-* headers) instead of structured."`
+	Source      string        `help:"CloudEvents source of the task events." default:"rolecall-cli"`
+	ID          string        `help:"CloudEvents id (default: random; only with one task). Submitting the same source+id twice is one task."`
+	Subject     string        `help:"Subject to publish on (default <prefix>.tasks.<role>)."`
+	TraceParent string        `name:"traceparent" help:"W3C traceparent the tasks continue (00-<trace id>-<span id>-<flags>), e.g. the planner's span." env:"TRACEPARENT" placeholder:"TRACEPARENT"`
+	TraceState  string        `name:"tracestate" help:"W3C tracestate that goes with --traceparent." env:"TRACESTATE"`
+	Tasks       []string      `arg:"" optional:"" help:"Task JSON files, one task each; - (or none) reads stdin: one task or several, one JSON object after another (NDJSON)."`
+}
+
+// maxSubmitInput bounds what submit reads from stdin (the worker's limit
+// on one task is far lower; this only keeps a stray pipe from filling
+// memory).
+const maxSubmitInput = 64 << 20
+
+// submission is one task to publish and what became of it.
+type submission struct {
+	from    string // file name, or stdin:<n>
+	data    []byte
+	id      string
+	outcome string // the outcome id --wait waits for
 }
 
 func (c *submitCmd) Run(ctx context.Context, g *globals) error {
-	data, _, err := readInput(c.Task, g.stdin)
+	tasks, err := c.read(g.stdin)
 	if err != nil {
-		return usageErr("%v", err)
+		return err
+	}
+	if c.ID != "" && len(tasks) > 1 {
+		return usageErr("--id names one event, but there are %d tasks; leave it out to give each a random id", len(tasks))
+	}
+	prop := telemetry.NewPropagator()
+	parent := ctx
+	if c.TraceParent != "" {
+		carrier := nats.Header{telemetry.HeaderTraceParent: {c.TraceParent}}
+		if c.TraceState != "" {
+			carrier[telemetry.HeaderTraceState] = []string{c.TraceState}
+		}
+		parent = prop.Extract(ctx, telemetry.HeaderCarrier(carrier))
+		if !trace.SpanContextFromContext(parent).IsValid() {
+			return usageErr("--traceparent %q is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)", c.TraceParent)
+		}
+	} else if c.TraceState != "" {
+		return usageErr("--tracestate needs --traceparent")
 	}
 	log, err := newLogger(g)
 	if err != nil {
 		return err
 	}
-	id := c.ID
-	if id == "" {
-		var b [12]byte
-		_, _ = rand.Read(b[:])
-		id = hex.EncodeToString(b[:])
-	}
-	subject := c.Subject
-	if subject == "" {
-		subject = c.prefix() + ".tasks." + subjectToken(data)
+	for i := range tasks {
+		tasks[i].id = c.ID
+		if tasks[i].id == "" {
+			var b [12]byte
+			_, _ = rand.Read(b[:])
+			tasks[i].id = hex.EncodeToString(b[:])
+		}
+		tasks[i].outcome = events.OutcomeID(c.Source, tasks[i].id)
 	}
 
 	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "rolecall-submit", ServiceVersion: version})
 	if err != nil {
-		return fmt.Errorf("telemetry: %w", err)
+		return err // Setup's errors start with "telemetry:" already
 	}
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -60,28 +98,6 @@ func (c *submitCmd) Run(ctx context.Context, g *globals) error {
 		_ = tel.Shutdown(sctx)
 	}()
 	otel.SetErrorHandler(telemetry.ErrorHandler(log))
-	// The producer span is the send: it ends at the PubAck (the deferred End
-	// only covers early returns), so --wait does not stretch it. Its context
-	// is the task's traceparent, which makes it the parent of the worker's
-	// rolecall.process. With tracing off it is a no-op and the task carries
-	// no trace context.
-	ctx, span := tel.Tracer().Start(ctx, "rolecall.submit",
-		trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(telemetry.MessagingSystemNATS,
-			attribute.String(telemetry.AttrMessagingDestination, subject),
-			attribute.String(telemetry.AttrEventID, id),
-			attribute.String(telemetry.AttrEventType, events.TypeTaskAssigned)))
-	defer span.End()
-	carrier := nats.Header{}
-	tp, ts := telemetry.Inject(ctx, tel.Propagator, carrier)
-
-	header, body, err := events.EncodeTask(c.Source, id, data, tp, ts, c.Binary)
-	if err != nil {
-		return usageErr("encode task event: %v", err)
-	}
-	for k, v := range carrier {
-		header[k] = v
-	}
 
 	nc, err := c.connect("rolecall-submit", log)
 	if err != nil {
@@ -94,11 +110,10 @@ func (c *submitCmd) Run(ctx context.Context, g *globals) error {
 	}
 
 	var outcomes chan *nats.Msg
-	want := events.OutcomeID(c.Source, id)
 	if c.Wait {
-		// Subscribe before publishing so the outcome cannot be missed; the
+		// Subscribe before publishing so no outcome can be missed; each
 		// outcome id is derived from (source, id), so it is known already.
-		outcomes = make(chan *nats.Msg, 16)
+		outcomes = make(chan *nats.Msg, 64)
 		sub, err := nc.ChanSubscribe(c.prefix()+".specs.>", outcomes)
 		if err != nil {
 			return err
@@ -108,42 +123,147 @@ func (c *submitCmd) Run(ctx context.Context, g *globals) error {
 			return err
 		}
 	}
-	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: header, Data: body}, jetstream.WithMsgID(c.Source+"/"+id))
+	for i := range tasks {
+		ack, subject, err := c.publish(parent, tel, js, &tasks[i])
+		if err != nil {
+			return err
+		}
+		log.Debug("task published", "from", tasks[i].from, "stream", ack.Stream, "seq", ack.Sequence, "duplicate", ack.Duplicate)
+		if !c.Wait {
+			fmt.Fprintf(g.stdout, "published %s/%s to %s (stream %s, seq %d)\n", c.Source, tasks[i].id, subject, ack.Stream, ack.Sequence)
+		}
+	}
+	if !c.Wait {
+		return nil
+	}
+	return c.wait(ctx, g, tasks, outcomes)
+}
+
+// read collects the tasks: each file is one task (read whole, so its
+// bytes go out as they are); stdin is a stream of JSON values, one task
+// each.
+func (c *submitCmd) read(stdin io.Reader) ([]submission, error) {
+	args := c.Tasks
+	if len(args) == 0 {
+		args = []string{"-"}
+	}
+	var out []submission
+	readStdin := false
+	for _, a := range args {
+		if a != "-" {
+			b, err := os.ReadFile(a)
+			if err != nil {
+				return nil, usageErr("%v", err)
+			}
+			out = append(out, submission{from: a, data: b})
+			continue
+		}
+		if readStdin {
+			return nil, usageErr("- (stdin) is given twice")
+		}
+		readStdin = true
+		dec := jsontext.NewDecoder(io.LimitReader(stdin, maxSubmitInput))
+		for n := 1; ; n++ {
+			v, err := dec.ReadValue()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, usageErr("stdin: task %d: %v", n, err)
+			}
+			out = append(out, submission{from: fmt.Sprintf("stdin:%d", n), data: bytes.Clone(v)})
+		}
+	}
+	if len(out) == 0 {
+		return nil, usageErr("no task: stdin was empty")
+	}
+	return out, nil
+}
+
+// publish sends one task inside its own producer span, a child of parent
+// (--traceparent) when given. The span is the send: it ends at the
+// PubAck, so --wait does not stretch it; with tracing off it is a no-op
+// and the task carries parent's context, or none.
+func (c *submitCmd) publish(parent context.Context, tel *telemetry.Telemetry, js jetstream.JetStream, t *submission) (*jetstream.PubAck, string, error) {
+	subject := c.Subject
+	if subject == "" {
+		subject = c.prefix() + ".tasks." + subjectToken(t.data)
+	}
+	ctx, span := tel.Tracer().Start(parent, "rolecall.submit",
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(telemetry.MessagingSystemNATS,
+			attribute.String(telemetry.AttrMessagingDestination, subject),
+			attribute.String(telemetry.AttrEventID, t.id),
+			attribute.String(telemetry.AttrEventType, events.TypeTaskAssigned)))
+	defer span.End()
+	carrier := nats.Header{}
+	tp, ts := telemetry.Inject(ctx, tel.Propagator, carrier)
+	header, body, err := events.EncodeTask(c.Source, t.id, t.data, tp, ts, c.Binary)
+	if err != nil {
+		return nil, "", usageErr("%s: encode task event: %v", t.from, err)
+	}
+	for k, v := range carrier {
+		header[k] = v
+	}
+	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: header, Data: body}, jetstream.WithMsgID(c.Source+"/"+t.id))
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "publish task")
-		return fmt.Errorf("publish task: %w", err)
+		if errors.Is(err, jetstream.ErrNoStreamResponse) {
+			return nil, "", fmt.Errorf("%s: publish task: %w (no stream takes %s: a worker creates the tasks stream when it starts; is one running with this subject prefix?)", t.from, err, subject)
+		}
+		return nil, "", fmt.Errorf("%s: publish task: %w", t.from, err)
 	}
-	span.End()
-	log.Debug("task published", "stream", ack.Stream, "seq", ack.Sequence, "duplicate", ack.Duplicate)
-	if !c.Wait {
-		fmt.Fprintf(g.stdout, "published %s/%s to %s (stream %s, seq %d)\n", c.Source, id, subject, ack.Stream, ack.Sequence)
-		return nil
+	return ack, subject, nil
+}
+
+// wait prints each task's outcome event in the order of the tasks, as
+// soon as it and those before it have arrived. It exits 1 when any
+// outcome is a failure, or when some have not arrived within --timeout.
+func (c *submitCmd) wait(ctx context.Context, g *globals, tasks []submission, outcomes <-chan *nats.Msg) error {
+	index := make(map[string]int, len(tasks))
+	for i, t := range tasks {
+		index[t.outcome] = i
 	}
+	got := make([]*event.Event, len(tasks))
+	next, failed := 0, false
 	timeout := time.After(c.Timeout)
-	for {
+	for next < len(tasks) {
 		select {
 		case m := <-outcomes:
-			if m.Header.Get(nats.MsgIdHdr) != want {
+			i, ok := index[m.Header.Get(nats.MsgIdHdr)]
+			if !ok || got[i] != nil {
 				continue
 			}
 			ev, err := events.DecodeOutcome(m.Header, m.Data)
 			if err != nil {
-				return fmt.Errorf("decode outcome: %w", err)
+				return fmt.Errorf("%s: decode outcome: %w", tasks[i].from, err)
 			}
-			if err := printJSON(g.stdout, ev); err != nil {
-				return err
+			got[i] = &ev
+			for next < len(tasks) && got[next] != nil {
+				if err := printJSON(g.stdout, got[next]); err != nil {
+					return err
+				}
+				failed = failed || got[next].Type() == events.TypeSpecFailed
+				next++
 			}
-			if ev.Type() == events.TypeSpecFailed {
-				return errTypedFailure
-			}
-			return nil
 		case <-timeout:
-			return fmt.Errorf("no outcome for %s/%s within %s (is a worker running?)", c.Source, id, c.Timeout)
+			var missing []string
+			for i, ev := range got {
+				if ev == nil {
+					missing = append(missing, tasks[i].from+" ("+c.Source+"/"+tasks[i].id+")")
+				}
+			}
+			return fmt.Errorf("no outcome within %s for %d of %d tasks: %s (is a worker running? worker tail shows outcomes as they arrive)",
+				c.Timeout, len(missing), len(tasks), strings.Join(missing, ", "))
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+	if failed {
+		return errTypedFailure
+	}
+	return nil
 }
 
 // subjectToken picks a readable subject token from the task's role; any

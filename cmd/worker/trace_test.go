@@ -191,10 +191,7 @@ func TestSubmitWorkerOutcomeIsOneTrace(t *testing.T) {
 func startTracedWorker(t *testing.T) (url string, js jetstream.JetStream, cfg pipeline.Config, rec *tracetest.SpanRecorder) {
 	t.Helper()
 	srv := natstest.Start(t)
-	js, err := jetstream.New(natstest.Connect(t, srv))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js = natstest.JetStream(t, natstest.Connect(t, srv))
 	cfg = pipeline.DefaultConfig()
 	cfg.Concurrency = 2
 	snap, err := discover.Load(t.TempDir(), discover.Options{})

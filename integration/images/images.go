@@ -37,6 +37,10 @@ type Image struct {
 	// Dirs are empty directories the Dockerfile copies (COPY --chown cannot
 	// create a directory in a scratch image otherwise).
 	Dirs []string
+	// Module, when set, is the Go module whose version is the image's
+	// version (the nats-server image is nats-server's release); else the
+	// image's version is the checkout's.
+	Module string
 }
 
 // Worker is the worker image: Dockerfile at the repository root.
@@ -49,7 +53,7 @@ func Worker(tag string) Image {
 func NATS(tag string) Image {
 	return Image{
 		Tag: tag, Package: "github.com/nats-io/nats-server/v2", Binary: "nats-server",
-		Dockerfile: "deploy/nats/Dockerfile", Dirs: []string{"data"},
+		Dockerfile: "deploy/nats/Dockerfile", Dirs: []string{"data"}, Module: "github.com/nats-io/nats-server/v2",
 	}
 }
 
@@ -57,7 +61,9 @@ func NATS(tag string) Image {
 type Options struct {
 	// Root is the repository root (holding go.mod); required.
 	Root string
-	// Version is stamped into the worker (main.version); empty keeps "dev".
+	// Version is stamped into the worker (main.version), its
+	// org.opencontainers.image.version label and its version tag; empty
+	// means `git describe --tags --always --dirty` of Root.
 	Version string
 	// Log receives go build and docker build output; nil discards it.
 	Log io.Writer
@@ -67,7 +73,9 @@ type Options struct {
 // -trimpath: static, reproducible, no host paths) and then builds each
 // image through the Docker API from a context holding only its
 // Dockerfile, its binary and its empty directories. Nothing is pulled:
-// the Dockerfiles start FROM scratch.
+// the Dockerfiles start FROM scratch. Each image carries the OCI labels
+// of Meta and is tagged twice: img.Tag and the same repository with its
+// version (rolecall/worker:<version>, rolecall/nats-server:<release>).
 func Build(ctx context.Context, opt Options, imgs ...Image) error {
 	if opt.Root == "" {
 		return errors.New("images: Options.Root is required")
@@ -85,6 +93,8 @@ func Build(ctx context.Context, opt Options, imgs ...Image) error {
 	if err := os.Mkdir(bin, 0o755); err != nil {
 		return err
 	}
+	meta := readMeta(ctx, opt.Root, opt.Version)
+	opt.Version = meta.Version
 	if err := compile(ctx, opt, bin, imgs); err != nil {
 		return err
 	}
@@ -103,9 +113,15 @@ func Build(ctx context.Context, opt Options, imgs ...Image) error {
 		if !ok || repo == "" || tag == "" {
 			return fmt.Errorf("images: tag %q must be repository:tag", img.Tag)
 		}
+		version := meta.Version
+		if img.Module != "" {
+			if version, err = moduleVersion(ctx, opt.Root, img.Module); err != nil {
+				return err
+			}
+		}
 		req := &testcontainers.ContainerRequest{FromDockerfile: testcontainers.FromDockerfile{
 			Context: dir, Dockerfile: "Dockerfile", Repo: repo, Tag: tag,
-			KeepImage: true, BuildLogWriter: opt.Log,
+			KeepImage: true, BuildLogWriter: opt.Log, BuildArgs: meta.buildArgs(version),
 		}}
 		var oldID string
 		if old, err := provider.Client().ImageInspect(ctx, img.Tag); err == nil {
@@ -120,9 +136,26 @@ func Build(ctx context.Context, opt Options, imgs ...Image) error {
 		if now, err := provider.Client().ImageInspect(ctx, img.Tag); err == nil && oldID != "" && now.ID != oldID {
 			_, _ = provider.Client().ImageRemove(ctx, oldID, client.ImageRemoveOptions{PruneChildren: true})
 		}
-		fmt.Fprintf(opt.Log, "built %s\n", img.Tag)
+		versioned := repo + ":" + VersionTag(version)
+		if versioned != img.Tag {
+			if _, err := provider.Client().ImageTag(ctx, client.ImageTagOptions{Source: img.Tag, Target: versioned}); err != nil {
+				return fmt.Errorf("images: tag %s: %w", versioned, err)
+			}
+		}
+		fmt.Fprintf(opt.Log, "built %s and %s\n", img.Tag, versioned)
 	}
 	return nil
+}
+
+// moduleVersion is the version go.mod requires of module, without its v.
+func moduleVersion(ctx context.Context, root, module string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Version}}", module)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("images: go list -m %s: %w", module, err)
+	}
+	return strings.TrimPrefix(strings.TrimSpace(string(out)), "v"), nil
 }
 
 func compile(ctx context.Context, opt Options, bin string, imgs []Image) error {

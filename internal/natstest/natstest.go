@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Options adjusts the embedded server before it starts.
@@ -140,4 +141,15 @@ func FreePorts(tb testing.TB, n int) []int {
 		ln.Close()
 	}
 	return ports
+}
+
+// JetStream is the JetStream API on nc, failing the test if it cannot be
+// had.
+func JetStream(tb testing.TB, nc *nats.Conn) jetstream.JetStream {
+	tb.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return js
 }

@@ -1,0 +1,130 @@
+package audit
+
+import (
+	"bytes"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/nats-io/nats.go"
+)
+
+// Event types.
+const (
+	TypeAllocated = "dev.rolecall.agentspec.allocated.v1"
+	TypeDrift     = "dev.rolecall.agentspec.drift.v1"
+)
+
+// CodeUnknownDecision is the drift code of an allocation whose decision
+// is not found.
+const CodeUnknownDecision = "drift_unknown_decision"
+
+// CodeAllocationInvalid is the code of an allocation event that does not
+// decode.
+const CodeAllocationInvalid = "allocation_invalid"
+
+// Bounds of an allocation's values.
+const (
+	maxIDLen    = 256
+	maxValueLen = 256
+	maxBody     = 64 << 10
+)
+
+// Allocation is the data of an allocated event. A nil value was not
+// reported (absent or null) and is not compared.
+type Allocation struct {
+	DecisionID string  `json:"decision_id"`
+	Provider   *string `json:"provider"`
+	Model      *string `json:"model"`
+	Effort     *string `json:"effort"`
+}
+
+// AllocatedEvent is a decoded allocated event.
+type AllocatedEvent struct {
+	ID, Source string
+	Data       Allocation
+}
+
+// Error is a typed audit failure.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Is matches another *Error by Code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+func invalid(format string, args ...any) *Error {
+	return &Error{Code: CodeAllocationInvalid, Message: fmt.Sprintf(format, args...)}
+}
+
+// DecodeAllocated reads an allocated event in structured mode (a
+// CloudEvents JSON body) or binary mode (ce-* headers, the body is the
+// data). Unknown data members are ignored, so allocators may add their
+// own; the four known ones must have the right types.
+func DecodeAllocated(h nats.Header, body []byte) (AllocatedEvent, error) {
+	var ev AllocatedEvent
+	if len(body) > maxBody {
+		return ev, invalid("the event is %d bytes, over %d", len(body), maxBody)
+	}
+	var (
+		spec, typ string
+		data      jsontext.Value
+	)
+	if h.Get("ce-specversion") != "" {
+		spec, typ, ev.ID, ev.Source, data = h.Get("ce-specversion"), h.Get("ce-type"), h.Get("ce-id"), h.Get("ce-source"), body
+	} else {
+		var env struct {
+			SpecVersion string         `json:"specversion"`
+			ID          string         `json:"id"`
+			Source      string         `json:"source"`
+			Type        string         `json:"type"`
+			Data        jsontext.Value `json:"data"`
+		}
+		if err := json.Unmarshal(body, &env); err != nil {
+			return ev, invalid("not a CloudEvents JSON event: %v", err)
+		}
+		spec, typ, ev.ID, ev.Source, data = env.SpecVersion, env.Type, env.ID, env.Source, env.Data
+	}
+	switch {
+	case spec != "1.0":
+		return ev, invalid("specversion %q is not 1.0", spec)
+	case typ != TypeAllocated:
+		return ev, invalid("type %q is not %s", typ, TypeAllocated)
+	case !text(ev.ID, maxIDLen) || !text(ev.Source, maxIDLen):
+		return ev, invalid("id and source must be non-empty printable strings of at most %d bytes", maxIDLen)
+	case len(bytes.TrimSpace(data)) == 0:
+		return ev, invalid("the event has no data")
+	}
+	if err := json.Unmarshal(data, &ev.Data); err != nil {
+		return ev, invalid("data: %v", err)
+	}
+	if !text(ev.Data.DecisionID, maxIDLen) {
+		return ev, invalid("data.decision_id must be a non-empty printable string of at most %d bytes", maxIDLen)
+	}
+	for name, v := range map[string]*string{"provider": ev.Data.Provider, "model": ev.Data.Model, "effort": ev.Data.Effort} {
+		if v != nil && (len(*v) > maxValueLen || !utf8.ValidString(*v)) {
+			return ev, invalid("data.%s must be valid UTF-8 of at most %d bytes", name, maxValueLen)
+		}
+	}
+	return ev, nil
+}
+
+// text reports a non-empty string of printable ASCII of at most n bytes.
+func text(s string, n int) bool {
+	if s == "" || len(s) > n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}

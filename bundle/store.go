@@ -1,0 +1,466 @@
+package bundle
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rolecall/rolecall/discover"
+)
+
+// Where bundles live in NATS.
+const (
+	// Bucket is both the object store that holds the archives (by
+	// digest) and the KV bucket whose key KeyCurrent names the bundle in
+	// service.
+	Bucket = "ROLECALL_CONFIG"
+	// KeyCurrent is the key workers watch.
+	KeyCurrent = "current"
+	// HistoryPrefix starts the key of each revision's record
+	// (history.<revision>): KV keeps at most 64 values per key, the
+	// history must keep them all.
+	HistoryPrefix = "history."
+	// RosterBucket is the KV bucket of the rosters, key = pack.
+	RosterBucket = "ROLECALL_ROSTER"
+)
+
+// Record is what current holds and what each history key keeps: which
+// bundle, who moved current to it and why.
+type Record struct {
+	// Revision is the KV revision of current that carries this record:
+	// the number workers cite and --expect-revision compares. It is 0 in
+	// the value written to current (the revision is known only after the
+	// write) and filled when read.
+	Revision uint64 `json:"revision,omitzero"`
+	// Digest names the archive in the object store.
+	Digest string `json:"digest"`
+	// ConfigDigest is the loaded configuration's digest
+	// (discover.Snapshot.Digest), which outcomes and explain cite.
+	ConfigDigest string `json:"config_digest"`
+	// Parent is the bundle current held before, "" for the first.
+	Parent         string `json:"parent,omitzero"`
+	ParentRevision uint64 `json:"parent_revision,omitzero"`
+	// Actor is who says they pushed (--actor); User is the NATS user of
+	// the connection, where known.
+	Actor   string `json:"actor"`
+	User    string `json:"user,omitzero"`
+	Message string `json:"message,omitzero"`
+	// RollbackOf is the revision whose bundle a rollback restored.
+	RollbackOf uint64    `json:"rollback_of,omitzero"`
+	Time       time.Time `json:"time"`
+	Files      int       `json:"files"`
+	Size       int       `json:"size"`
+}
+
+// decodeRecord decodes strictly: unknown fields and trailing data are
+// errors, so a record no one wrote is not half-read.
+func decodeRecord(data []byte) (Record, error) {
+	var r Record
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return r, errf(CodeMalformed, "", "the record does not decode: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return r, errf(CodeMalformed, "", "the record has data after its end")
+	}
+	if !strings.HasPrefix(r.Digest, DigestPrefix) {
+		return r, errf(CodeMalformed, "", "the record's digest %q is not sha256:<hex>", r.Digest)
+	}
+	return r, nil
+}
+
+// Store is the bundles of one NATS account.
+type Store struct {
+	js  jetstream.JetStream
+	kv  jetstream.KeyValue
+	obj jetstream.ObjectStore
+}
+
+// StoreOptions tune Open.
+type StoreOptions struct {
+	// Create makes the buckets when they are missing (push does; a worker
+	// and the read-only commands do not need the right to).
+	Create bool
+	// Replicas of buckets created (0 = 1).
+	Replicas int
+}
+
+// Open binds the buckets; with Create it makes missing ones.
+func Open(ctx context.Context, js jetstream.JetStream, o StoreOptions) (*Store, error) {
+	s := &Store{js: js}
+	var err error
+	if s.kv, err = js.KeyValue(ctx, Bucket); errors.Is(err, jetstream.ErrBucketNotFound) && o.Create {
+		s.kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: Bucket, Description: "rolecall config bundles: current and history", History: 1,
+			Replicas: max(o.Replicas, 1), Storage: jetstream.FileStorage,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			s.kv, err = js.KeyValue(ctx, Bucket)
+		}
+	}
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, errf(CodeNotFound, "", "no KV bucket %s: nothing was pushed yet (worker config push)", Bucket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("KV %s: %w", Bucket, err)
+	}
+	if s.obj, err = js.ObjectStore(ctx, Bucket); errors.Is(err, jetstream.ErrBucketNotFound) && o.Create {
+		s.obj, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
+			Bucket: Bucket, Description: "rolecall config bundles: archives by digest",
+			Replicas: max(o.Replicas, 1), Storage: jetstream.FileStorage,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			s.obj, err = js.ObjectStore(ctx, Bucket)
+		}
+	}
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, errf(CodeNotFound, "", "no object store %s: nothing was pushed yet (worker config push)", Bucket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("object store %s: %w", Bucket, err)
+	}
+	return s, nil
+}
+
+// KV is the bucket of current and the history (for watching).
+func (s *Store) KV() jetstream.KeyValue { return s.kv }
+
+// Current is the record at current; CodeNotFound when there is none.
+func (s *Store) Current(ctx context.Context) (Record, error) {
+	e, err := s.kv.Get(ctx, KeyCurrent)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Record{}, errf(CodeNotFound, "", "no bundle at %s yet", KeyCurrent)
+	}
+	if err != nil {
+		return Record{}, err
+	}
+	return entryRecord(e)
+}
+
+func entryRecord(e jetstream.KeyValueEntry) (Record, error) {
+	r, err := decodeRecord(e.Value())
+	if err != nil {
+		var be *Error
+		if errors.As(err, &be) {
+			be.Revision = e.Revision()
+		}
+		return r, err
+	}
+	if e.Key() == KeyCurrent {
+		r.Revision = e.Revision()
+	}
+	return r, nil
+}
+
+// PushOptions describe a push.
+type PushOptions struct {
+	Actor   string
+	User    string
+	Message string
+	// ExpectRevision, when not nil, is the revision current must be at (0:
+	// no bundle yet); another is CodeRevisionConflict. Without it the
+	// revision read just before is expected, so two pushes never overwrite
+	// each other unseen.
+	ExpectRevision *uint64
+	// Unchecked skips validation. Only tests set it, to push a bad
+	// bundle and watch workers refuse it.
+	Unchecked bool
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// PushResult is what Push did.
+type PushResult struct {
+	Record Record
+	// Unchanged: current already held this bundle, and nothing moved.
+	Unchanged bool
+}
+
+// Check refuses a bundle a worker would refuse or serve with problems:
+// what Validate reports, loaded from memory with no environment, and a
+// rolecall.yaml with nats: or placeholders: (they belong to each worker's
+// local configuration). It returns the loaded snapshot.
+func Check(a *Archive) (*discover.Snapshot, error) {
+	snap, err := loadArchive(a, 0)
+	if err != nil {
+		return nil, err
+	}
+	if probs := discover.ValidateFS(a.FS, bundleOptions()); len(probs) > 0 {
+		return nil, &Error{Code: CodeInvalid, Message: fmt.Sprintf("the configuration has %d problem(s); worker validate lists them", len(probs)), Problems: probs}
+	}
+	return snap, nil
+}
+
+// bundleOptions load a bundle without the worker's environment: a bundle
+// is the same configuration on every worker.
+func bundleOptions() discover.Options {
+	return discover.Options{LookupEnv: func(string) (string, bool) { return "", false }}
+}
+
+// loadArchive loads a bundle through discover's loader and refuses the
+// keys only local configuration may hold.
+func loadArchive(a *Archive, rev uint64) (*discover.Snapshot, error) {
+	snap, err := discover.LoadFS(a.FS, discover.Location{Root: "nats:" + Bucket, Source: discover.ConfigFromNATS, Revision: rev}, bundleOptions())
+	if err != nil {
+		var de *discover.Error
+		if errors.As(err, &de) {
+			return nil, &Error{Code: CodeInvalid, Path: de.File, Message: de.Error(), Problems: []*discover.Error{de}, Revision: rev}
+		}
+		return nil, &Error{Code: CodeInvalid, Message: err.Error(), Revision: rev}
+	}
+	for key, line := range snap.Config.KeyLines {
+		top, _, _ := strings.Cut(key, ".")
+		if top == "nats" || top == "placeholders" {
+			return nil, &Error{Code: CodeInvalid, Path: fmt.Sprintf("%s:%d", discover.ConfigFile, line), Revision: rev,
+				Message: fmt.Sprintf("%s: belongs to each worker's local rolecall.yaml, not to a bundle", top)}
+		}
+	}
+	return snap, nil
+}
+
+// Push checks a (unless Unchecked), stores it and moves current to it by
+// compare-and-swap.
+func (s *Store) Push(ctx context.Context, a *Archive, o PushOptions) (PushResult, error) {
+	var snap *discover.Snapshot
+	if !o.Unchecked {
+		var err error
+		if snap, err = Check(a); err != nil {
+			return PushResult{}, err
+		}
+	}
+	cur, err := s.Current(ctx)
+	have := err == nil
+	if err != nil && !errors.Is(err, &Error{Code: CodeNotFound}) {
+		return PushResult{}, err
+	}
+	if err := expect(o.ExpectRevision, cur.Revision, have); err != nil {
+		return PushResult{}, err
+	}
+	if have && cur.Digest == a.Digest {
+		return PushResult{Record: cur, Unchanged: true}, nil
+	}
+	rec := Record{Digest: a.Digest, Actor: o.Actor, User: o.User, Message: o.Message, Files: len(a.FS.files), Size: len(a.Data)}
+	if snap != nil {
+		rec.ConfigDigest = snap.Digest
+	} else if snap, err := loadArchive(a, 0); err == nil {
+		rec.ConfigDigest = snap.Digest
+	}
+	if have {
+		rec.Parent, rec.ParentRevision = cur.Digest, cur.Revision
+	}
+	if err := s.putArchive(ctx, a); err != nil {
+		return PushResult{}, err
+	}
+	rec, err = s.move(ctx, rec, cur.Revision, have, o.Now)
+	return PushResult{Record: rec}, err
+}
+
+func expect(want *uint64, at uint64, have bool) error {
+	if want == nil {
+		return nil
+	}
+	if !have {
+		at = 0
+	}
+	if *want != at {
+		return &Error{Code: CodeRevisionConflict, Revision: at,
+			Message: fmt.Sprintf("current is at revision %d, not %d: someone pushed since (worker config log)", at, *want)}
+	}
+	return nil
+}
+
+func (s *Store) putArchive(ctx context.Context, a *Archive) error {
+	if _, err := s.obj.GetInfo(ctx, a.Digest); err == nil {
+		return nil // content-addressed: already there
+	}
+	_, err := s.obj.Put(ctx, jetstream.ObjectMeta{Name: a.Digest, Description: "rolecall config bundle"}, bytes.NewReader(a.Data))
+	if err != nil {
+		return fmt.Errorf("store the archive in object store %s: %w", Bucket, err)
+	}
+	return nil
+}
+
+// move writes rec to current if current is still at rev, then its
+// history record.
+func (s *Store) move(ctx context.Context, rec Record, rev uint64, have bool, now func() time.Time) (Record, error) {
+	if now == nil {
+		now = time.Now
+	}
+	rec.Time = now().UTC()
+	rec.Revision = 0
+	val, err := json.Marshal(rec)
+	if err != nil {
+		return rec, err
+	}
+	var n uint64
+	if have {
+		n, err = s.kv.Update(ctx, KeyCurrent, val, rev)
+	} else {
+		n, err = s.kv.Create(ctx, KeyCurrent, val)
+	}
+	if errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err) {
+		return rec, &Error{Code: CodeRevisionConflict, Message: fmt.Sprintf("current moved from revision %d while this push ran: read worker config log and push again", rev)}
+	}
+	if err != nil {
+		return rec, fmt.Errorf("move %s: %w", KeyCurrent, err)
+	}
+	rec.Revision = n
+	if val, err = json.Marshal(rec); err == nil {
+		_, err = s.kv.Put(ctx, HistoryPrefix+strconv.FormatUint(n, 10), val)
+	}
+	if err != nil {
+		return rec, fmt.Errorf("current is at revision %d, but its history record was not written: %w", n, err)
+	}
+	return rec, nil
+}
+
+// isWrongSequence is JetStream's "wrong last sequence" (10071), which a
+// compare-and-swap on a key that moved returns.
+func isWrongSequence(err error) bool {
+	var api *jetstream.APIError
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
+// Log lists the history, newest first (empty when nothing was pushed).
+func (s *Store) Log(ctx context.Context) ([]Record, error) {
+	lister, err := s.kv.ListKeysFiltered(ctx, HistoryPrefix+">")
+	if err != nil {
+		return nil, err
+	}
+	var out []Record
+	for k := range lister.Keys() {
+		r, err := s.history(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	// current is written before its history record: a push that died in
+	// between still shows in the log.
+	if cur, err := s.Current(ctx); err == nil && !slices.ContainsFunc(out, func(r Record) bool { return r.Revision == cur.Revision }) {
+		out = append(out, cur)
+	}
+	slices.SortFunc(out, func(a, b Record) int { return -cmpU(a.Revision, b.Revision) })
+	return out, nil
+}
+
+func cmpU(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (s *Store) history(ctx context.Context, key string) (Record, error) {
+	e, err := s.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Record{}, errf(CodeNotFound, "", "no revision %s in the history", strings.TrimPrefix(key, HistoryPrefix))
+	}
+	if err != nil {
+		return Record{}, err
+	}
+	return entryRecord(e)
+}
+
+// Revision is the history record of revision rev.
+func (s *Store) Revision(ctx context.Context, rev uint64) (Record, error) {
+	return s.history(ctx, HistoryPrefix+strconv.FormatUint(rev, 10))
+}
+
+// Rollback moves current back to the bundle of revision to (0: the
+// parent of current's bundle) by compare-and-swap, as a new revision that
+// records the rollback.
+func (s *Store) Rollback(ctx context.Context, to uint64, o PushOptions) (Record, error) {
+	cur, err := s.Current(ctx)
+	if err != nil {
+		return Record{}, err
+	}
+	if err := expect(o.ExpectRevision, cur.Revision, true); err != nil {
+		return Record{}, err
+	}
+	if to == 0 {
+		if cur.ParentRevision == 0 {
+			return Record{}, errf(CodeNotFound, "", "revision %d has no parent to roll back to", cur.Revision)
+		}
+		to = cur.ParentRevision
+	}
+	target, err := s.Revision(ctx, to)
+	if err != nil {
+		return Record{}, err
+	}
+	if _, err := s.obj.GetInfo(ctx, target.Digest); err != nil {
+		return Record{}, errf(CodeNotFound, "", "the archive %s of revision %d is not in object store %s: %v", target.Digest, to, Bucket, err)
+	}
+	msg := o.Message
+	if msg == "" {
+		msg = fmt.Sprintf("rollback to revision %d", to)
+	}
+	rec := Record{
+		Digest: target.Digest, ConfigDigest: target.ConfigDigest, Files: target.Files, Size: target.Size,
+		Parent: cur.Digest, ParentRevision: cur.Revision, RollbackOf: to,
+		Actor: o.Actor, User: o.User, Message: msg,
+	}
+	return s.move(ctx, rec, cur.Revision, true, o.Now)
+}
+
+// Archive fetches and reads the archive rec names, checking its digest.
+func (s *Store) Archive(ctx context.Context, rec Record) (*Archive, error) {
+	info, err := s.obj.GetInfo(ctx, rec.Digest)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, &Error{Code: CodeNotFound, Revision: rec.Revision, Message: fmt.Sprintf("the archive %s is not in object store %s", rec.Digest, Bucket)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if info.Size > MaxArchiveSize {
+		return nil, &Error{Code: CodeTooLarge, Revision: rec.Revision, Message: fmt.Sprintf("the archive is %d bytes, more than the %d-byte limit", info.Size, MaxArchiveSize)}
+	}
+	data, err := s.obj.GetBytes(ctx, rec.Digest)
+	if errors.Is(err, jetstream.ErrDigestMismatch) {
+		return nil, &Error{Code: CodeDigestMismatch, Revision: rec.Revision, Message: "the object store's checksum of the archive does not match"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	a, err := ReadArchive(data, rec.Digest)
+	if err != nil {
+		var be *Error
+		if errors.As(err, &be) {
+			be.Revision = rec.Revision
+		}
+	}
+	return a, err
+}
+
+// Load fetches rec's bundle and loads it as a snapshot citing rec's
+// revision: what a worker serves for it (and what replay needs to decide
+// again with the configuration of an old revision).
+func (s *Store) Load(ctx context.Context, rec Record) (*discover.Snapshot, error) {
+	a, err := s.Archive(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	return loadArchive(a, rec.Revision)
+}
+
+// LoadRevision is Load of the bundle of history revision rev.
+func (s *Store) LoadRevision(ctx context.Context, rev uint64) (*discover.Snapshot, error) {
+	rec, err := s.Revision(ctx, rev)
+	if err != nil {
+		return nil, err
+	}
+	return s.Load(ctx, rec)
+}

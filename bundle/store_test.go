@@ -1,0 +1,318 @@
+package bundle_test
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rolecall/rolecall/bundle"
+	"github.com/rolecall/rolecall/internal/natstest"
+)
+
+// exampleRoot copies examples/ so a test can edit it.
+func exampleRoot(t *testing.T) string {
+	t.Helper()
+	src := filepath.Join("..", "examples")
+	dst := filepath.Join(t.TempDir(), "root")
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func edit(t *testing.T, root, file, old, new string) {
+	t.Helper()
+	p := filepath.Join(root, file)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), old) {
+		t.Fatalf("%s has no %q", file, old)
+	}
+	if err := os.WriteFile(p, []byte(strings.Replace(string(data), old, new, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func pack(t *testing.T, root string) *bundle.Archive {
+	t.Helper()
+	a, err := bundle.Pack(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func openStore(t *testing.T) (*bundle.Store, jetstream.JetStream) {
+	t.Helper()
+	nc := natstest.Connect(t, natstest.Start(t))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := bundle.Open(ctx, js, bundle.StoreOptions{}); !errors.Is(err, &bundle.Error{Code: bundle.CodeNotFound}) {
+		t.Fatalf("Open without buckets: %v", err)
+	}
+	s, err := bundle.Open(ctx, js, bundle.StoreOptions{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, js
+}
+
+func rev(n uint64) *uint64 { return &n }
+
+func TestPushLogRollback(t *testing.T) {
+	ctx := context.Background()
+	s, js := openStore(t)
+	root := exampleRoot(t)
+
+	r1, err := s.Push(ctx, pack(t, root), bundle.PushOptions{Actor: "ana", Message: "first", ExpectRevision: rev(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.Record.Revision == 0 || r1.Record.Parent != "" || r1.Record.ConfigDigest == "" {
+		t.Fatalf("first push: %+v", r1.Record)
+	}
+	again, err := s.Push(ctx, pack(t, root), bundle.PushOptions{Actor: "ana"})
+	if err != nil || !again.Unchanged || again.Record.Revision != r1.Record.Revision {
+		t.Fatalf("same bundle again: %+v, %v", again, err)
+	}
+
+	edit(t, root, "rolecall.yaml", "model: claude-sonnet-4-5", "model: claude-opus-4-1")
+	if _, err := s.Push(ctx, pack(t, root), bundle.PushOptions{ExpectRevision: rev(r1.Record.Revision + 100)}); !errors.Is(err, &bundle.Error{Code: bundle.CodeRevisionConflict}) {
+		t.Fatalf("stale --expect-revision: %v", err)
+	}
+	r2, err := s.Push(ctx, pack(t, root), bundle.PushOptions{Actor: "bo", Message: "opus", ExpectRevision: rev(r1.Record.Revision)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.Record.Parent != r1.Record.Digest || r2.Record.ParentRevision != r1.Record.Revision {
+		t.Fatalf("parent: %+v", r2.Record)
+	}
+
+	// A bundle with problems is refused, and one with nats: too.
+	edit(t, root, "packs/research.yaml", "default_modes: [probabilistic]", "default_modes: [nosuchmode]")
+	if _, err := s.Push(ctx, pack(t, root), bundle.PushOptions{}); !errors.Is(err, &bundle.Error{Code: bundle.CodeInvalid}) {
+		t.Fatalf("bundle with problems: %v", err)
+	} else if len(err.(*bundle.Error).Problems) == 0 {
+		t.Fatal("no problems listed")
+	}
+	edit(t, root, "packs/research.yaml", "default_modes: [nosuchmode]", "default_modes: [probabilistic]")
+	edit(t, root, "rolecall.yaml", "default_pack: default", "default_pack: default\nnats:\n  url: nats://elsewhere:4222")
+	if _, err := s.Push(ctx, pack(t, root), bundle.PushOptions{}); !errors.Is(err, &bundle.Error{Code: bundle.CodeInvalid}) || !strings.Contains(err.Error(), "nats") {
+		t.Fatalf("bundle with nats: %v", err)
+	}
+
+	log, err := s.Log(ctx)
+	if err != nil || len(log) != 2 || log[0].Revision != r2.Record.Revision || log[1].Actor != "ana" {
+		t.Fatalf("log: %+v, %v", log, err)
+	}
+
+	rb, err := s.Rollback(ctx, 0, bundle.PushOptions{Actor: "cy", ExpectRevision: rev(r2.Record.Revision)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rb.Digest != r1.Record.Digest || rb.RollbackOf != r1.Record.Revision || rb.Revision <= r2.Record.Revision {
+		t.Fatalf("rollback: %+v", rb)
+	}
+	if _, err := s.Rollback(ctx, 0, bundle.PushOptions{ExpectRevision: rev(r2.Record.Revision)}); !errors.Is(err, &bundle.Error{Code: bundle.CodeRevisionConflict}) {
+		t.Fatalf("stale rollback: %v", err)
+	}
+	snap, err := s.LoadRevision(ctx, rb.Revision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.ConfigSource != "nats" || snap.Revision != rb.Revision || snap.Digest != r1.Record.ConfigDigest {
+		t.Fatalf("snapshot %s/%d %s", snap.ConfigSource, snap.Revision, snap.Digest)
+	}
+
+	// Roster values land in ROLECALL_ROSTER once; a second write is a no-op.
+	rw, err := bundle.NewRosterWriter(ctx, js, 1, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := rw.Write(ctx, snap); err != nil || n == 0 {
+		t.Fatalf("roster write: %d, %v", n, err)
+	}
+	if n, err := rw.Write(ctx, snap); err != nil || n != 0 {
+		t.Fatalf("second roster write: %d, %v", n, err)
+	}
+	kv, _ := js.KeyValue(ctx, bundle.RosterBucket)
+	e, err := kv.Get(ctx, "research")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v bundle.RosterValue
+	if err := json.Unmarshal(e.Value(), &v); err != nil || v.Pack != "research" || len(v.Entries) == 0 {
+		t.Fatalf("roster value %s: %v", e.Value(), err)
+	}
+}
+
+// A watching source serves the bundle in current, refuses a bad one and
+// keeps serving the last good snapshot, and takes the next good one.
+func TestWatch(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, js := openStore(t)
+	root := exampleRoot(t)
+	r1, err := s.Push(ctx, pack(t, root), bundle.PushOptions{Actor: "ana"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := bundle.Follow(ctx, js, bundle.StoreOptions{}, bundle.WatchOptions{})
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	if err := src.Wait(wctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := src.Snapshot(); got.Revision != r1.Record.Revision || got.ConfigSource != "nats" {
+		t.Fatalf("serving %s/%d", got.ConfigSource, got.Revision)
+	}
+
+	edit(t, root, "rolecall.yaml", "default_pack: default", "default_pack: default\nunknown_key: 1")
+	bad, err := s.Push(ctx, pack(t, root), bundle.PushOptions{Unchecked: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return src.Status().LastErrorRevision == bad.Record.Revision })
+	st := src.Status()
+	if !st.Degraded || src.Snapshot().Revision != r1.Record.Revision || !errors.Is(st.LastError, &bundle.Error{Code: bundle.CodeInvalid}) {
+		t.Fatalf("after a bad bundle: %+v, serving %d", st, src.Snapshot().Revision)
+	}
+
+	edit(t, root, "rolecall.yaml", "\nunknown_key: 1", "")
+	edit(t, root, "rolecall.yaml", "model: claude-sonnet-4-5", "model: claude-opus-4-1")
+	r3, err := s.Push(ctx, pack(t, root), bundle.PushOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return src.Snapshot().Revision == r3.Record.Revision })
+	if st := src.Status(); st.Degraded || st.LastError != nil {
+		t.Fatalf("after a good bundle: %+v", st)
+	}
+}
+
+// A worker that may not create the buckets and starts before the first
+// push waits, not ready and saying why, and serves the first bundle once
+// an operator has pushed it.
+func TestFollowBeforeTheFirstPush(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	nc := natstest.Connect(t, natstest.Start(t))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := bundle.Follow(ctx, js, bundle.StoreOptions{}, bundle.WatchOptions{OpenEvery: 20 * time.Millisecond})
+	waitFor(t, func() bool { return errors.Is(src.Status().LastError, &bundle.Error{Code: bundle.CodeNotFound}) })
+	if src.Snapshot() != nil {
+		t.Fatal("a snapshot serves before anything was pushed")
+	}
+	select {
+	case <-src.Ready():
+		t.Fatal("ready before anything was pushed")
+	default:
+	}
+	if _, err := js.KeyValue(ctx, bundle.Bucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Fatalf("a follower without Create made the bucket: %v", err)
+	}
+
+	op, err := bundle.Open(ctx, js, bundle.StoreOptions{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, err := op.Push(ctx, pack(t, exampleRoot(t)), bundle.PushOptions{Actor: "ana"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	if err := src.Wait(wctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := src.Status(); st.Revision != r1.Record.Revision || st.LastError != nil || src.Snapshot().Revision != r1.Record.Revision {
+		t.Fatalf("after the first push: %+v", st)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A hostile archive in the object store, whatever put it there, is
+// refused by a watching worker with its typed code; the last good
+// snapshot keeps serving.
+func TestWatchRefusesHostileArchives(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, js := openStore(t)
+	good, err := s.Push(ctx, pack(t, exampleRoot(t)), bundle.PushOptions{Actor: "ana"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := bundle.Follow(ctx, js, bundle.StoreOptions{}, bundle.WatchOptions{RetryFor: 100 * time.Millisecond})
+	if err := src.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	obj, err := js.ObjectStore(ctx, bundle.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, bundle.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil := tarOf(t, &tar.Header{Name: "../../etc/cron.d/x", Size: 5})
+	cases := []struct {
+		name, object string
+		data         []byte
+		code         bundle.Code
+	}{
+		{"dotdot", bundle.Digest(evil), evil, bundle.CodeUnsafePath},
+		{"digest", "sha256:" + strings.Repeat("ab", 32), tarOf(t, &tar.Header{Name: "rolecall.yaml", Size: 1}), bundle.CodeDigestMismatch},
+		{"symlink", "", tarOf(t, &tar.Header{Name: "rolecall.yaml", Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd"}), bundle.CodeLink},
+		{"missing", "sha256:" + strings.Repeat("cd", 32), nil, bundle.CodeNotFound},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			name := c.object
+			if name == "" {
+				name = bundle.Digest(c.data)
+			}
+			if c.data != nil {
+				if _, err := obj.PutBytes(ctx, name, c.data); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cur, _ := kv.Get(ctx, bundle.KeyCurrent)
+			rec, _ := json.Marshal(bundle.Record{Digest: name, Actor: "mallory"})
+			n, err := kv.Update(ctx, bundle.KeyCurrent, rec, cur.Revision())
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { return src.Status().LastErrorRevision == n })
+			st := src.Status()
+			if !errors.Is(st.LastError, &bundle.Error{Code: c.code}) || !st.Degraded || src.Snapshot().Revision != good.Record.Revision {
+				t.Fatalf("status %+v, serving %d", st, src.Snapshot().Revision)
+			}
+		})
+	}
+}

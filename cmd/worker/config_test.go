@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rolecall/rolecall/bundle"
+	"github.com/rolecall/rolecall/internal/natstest"
+)
+
+// configCLI runs one worker command in this process.
+func configCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = runContext(context.Background(), args, strings.NewReader(""), &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func TestConfigPushLogRollback(t *testing.T) {
+	url := natstest.Start(t).ClientURL()
+	examples := filepath.Join("..", "..", "examples")
+
+	// Nothing pushed yet: log and rollback say so.
+	if _, errOut, code := configCLI(t, "config", "log", "--nats", url); code != 1 || !strings.Contains(errOut, string(bundle.CodeNotFound)) {
+		t.Fatalf("log before any push: exit %d, %s", code, errOut)
+	}
+
+	// A root with problems is refused before anything is stored, and its
+	// problems are printed as validate prints them.
+	out, errOut, code := configCLI(t, "config", "push", "--root", brokenRoot(t), "--nats", url)
+	if code != 1 || !strings.Contains(out, "packs/team.yaml") || !strings.Contains(errOut, string(bundle.CodeInvalid)) {
+		t.Fatalf("push of a broken root: exit %d\nstdout %s\nstderr %s", code, out, errOut)
+	}
+
+	out, errOut, code = configCLI(t, "config", "push", "--root", examples, "--nats", url, "--actor", "ana", "-m", "first", "--expect-revision", "0")
+	if code != 0 || !strings.HasPrefix(out, "pushed revision ") {
+		t.Fatalf("push: exit %d, %s %s", code, out, errOut)
+	}
+	if out, _, code = configCLI(t, "config", "push", "--root", examples, "--nats", url); code != 0 || !strings.HasPrefix(out, "unchanged") {
+		t.Fatalf("second push of the same root: exit %d, %s", code, out)
+	}
+	if _, errOut, code = configCLI(t, "config", "push", "--root", t.TempDir(), "--nats", url, "--expect-revision", "0"); code != 1 || !strings.Contains(errOut, string(bundle.CodeRevisionConflict)) {
+		t.Fatalf("stale push: exit %d, %s", code, errOut)
+	}
+	if _, errOut, code = configCLI(t, "config", "push", "--root", t.TempDir(), "--nats", url, "-m", "empty"); code != 0 {
+		t.Fatalf("push of an empty root: exit %d, %s", code, errOut)
+	}
+
+	out, _, code = configCLI(t, "config", "log", "--nats", url, "--json")
+	var recs []bundle.Record
+	if err := json.Unmarshal([]byte(out), &recs); code != 0 || err != nil || len(recs) != 2 || recs[0].Message != "empty" || recs[1].Actor != "ana" {
+		t.Fatalf("log --json: exit %d, %v, %s", code, err, out)
+	}
+	if out, _, _ = configCLI(t, "config", "log", "--nats", url); !strings.Contains(out, "REVISION") || !strings.Contains(out, " *") {
+		t.Fatalf("log: %s", out)
+	}
+
+	out, errOut, code = configCLI(t, "config", "rollback", "--nats", url, "--json")
+	var rb bundle.Record
+	if err := json.Unmarshal([]byte(out), &rb); code != 0 || err != nil || rb.Digest != recs[1].Digest || rb.RollbackOf != recs[1].Revision {
+		t.Fatalf("rollback: exit %d, %v, %s %s", code, err, out, errOut)
+	}
+}
+
+// A worker with --config-from nats is not ready before a bundle exists,
+// says why, and serves the first bundle pushed, citing its revision.
+func TestRunConfigFromNATS(t *testing.T) {
+	url := natstest.Start(t).ClientURL()
+	addr := freeAddr(t)
+	w := startWorker(t, "--root", t.TempDir(), "--nats", url, "--config-from", "nats", "--http", addr)
+	body := waitHTTP(t, w, "http://"+addr+"/readyz", func(status int, body []byte) bool {
+		return status == http.StatusServiceUnavailable && bytes.Contains(body, []byte("no config bundle"))
+	})
+	t.Logf("before a push: %s", body)
+	// The worker made the buckets; the history is empty, not an error.
+	if out, errOut, code := configCLI(t, "config", "log", "--nats", url, "--json"); code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Fatalf("log of empty buckets: exit %d, %q %s", code, out, errOut)
+	}
+	out, errOut, code := configCLI(t, "config", "push", "--root", filepath.Join("..", "..", "examples"), "--nats", url, "--json")
+	var rec bundle.Record
+	if err := json.Unmarshal([]byte(out), &rec); code != 0 || err != nil {
+		t.Fatalf("push: exit %d, %v, %s", code, err, errOut)
+	}
+	waitHTTP(t, w, "http://"+addr+"/readyz", func(status int, body []byte) bool {
+		var r struct {
+			Ready          bool   `json:"ready"`
+			ConfigRevision uint64 `json:"config_revision"`
+			ConfigSource   string `json:"config_source"`
+		}
+		return status == http.StatusOK && json.Unmarshal(body, &r) == nil && r.Ready && r.ConfigRevision == rec.Revision && r.ConfigSource == "nats"
+	})
+	waitHTTP(t, w, "http://"+addr+"/metrics", func(status int, body []byte) bool {
+		return status == http.StatusOK && bytes.Contains(body, []byte("rolecall_config_revision"))
+	})
+}
+
+// A worker that may not create the config buckets (--no-create) and
+// starts before the first push does not exit: it stays up, not ready and
+// saying why, and serves the first bundle once an operator pushes it.
+func TestRunConfigFromNATSWithoutCreateWaitsForThePush(t *testing.T) {
+	url := natstest.Start(t).ClientURL()
+	// A worker on files makes the streams a --no-create worker needs (it
+	// makes no config bucket).
+	filesAddr := freeAddr(t)
+	files := startWorker(t, "--root", t.TempDir(), "--nats", url, "--http", filesAddr)
+	waitHTTP(t, files, "http://"+filesAddr+"/readyz", func(status int, _ []byte) bool { return status == http.StatusOK })
+
+	addr := freeAddr(t)
+	w := startWorker(t, "--root", t.TempDir(), "--nats", url, "--config-from", "nats", "--no-create", "--http", addr)
+	body := waitHTTP(t, w, "http://"+addr+"/readyz", func(status int, body []byte) bool {
+		return status == http.StatusServiceUnavailable && bytes.Contains(body, []byte(bundle.CodeNotFound))
+	})
+	t.Logf("before a push: %s", body)
+	out, errOut, code := configCLI(t, "config", "push", "--root", filepath.Join("..", "..", "examples"), "--nats", url, "--json")
+	var rec bundle.Record
+	if err := json.Unmarshal([]byte(out), &rec); code != 0 || err != nil {
+		t.Fatalf("push: exit %d, %v, %s", code, err, errOut)
+	}
+	waitHTTP(t, w, "http://"+addr+"/readyz", func(status int, body []byte) bool {
+		var r struct {
+			Ready          bool   `json:"ready"`
+			ConfigRevision uint64 `json:"config_revision"`
+		}
+		return status == http.StatusOK && json.Unmarshal(body, &r) == nil && r.Ready && r.ConfigRevision == rec.Revision
+	})
+}
+
+// Before any bundle the audit view gets an empty configuration, never nil.
+func TestUISnapshotsBeforeABundle(t *testing.T) {
+	nc := natstest.Connect(t, natstest.Start(t))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src := bundle.Follow(ctx, js, bundle.StoreOptions{Create: true}, bundle.WatchOptions{})
+	if src.Snapshot() != nil {
+		t.Fatal("a snapshot before any push")
+	}
+	snap := uiSnapshots(src).Snapshot()
+	if snap == nil || snap.Revision != 0 || snap.ConfigSource != "nats" {
+		t.Fatalf("ui snapshot %+v", snap)
+	}
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rolecall/rolecall/internal/natstest"
+	"github.com/rolecall/rolecall/telemetry"
+)
+
+// syncBuffer is a log sink the client's goroutines may write to.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestSlowConsumerWarningsAreThrottled: a burst of slow-consumer reports
+// is logged once per interval, the next line saying how many were left
+// out, while the counter sees every report. Other errors are logged each
+// time.
+func TestSlowConsumerWarningsAreThrottled(t *testing.T) {
+	var buf syncBuffer
+	log := telemetry.NewLogger(&buf, slog.LevelInfo, true)
+	var counted atomic.Int64
+	clock := time.Unix(1_700_000_000, 0)
+	h := asyncErrorsAt(log, func(context.Context) { counted.Add(1) }, func() time.Time { return clock })
+
+	for range 1000 {
+		h(nil, nil, nats.ErrSlowConsumer)
+		clock = clock.Add(time.Millisecond) // a burst of one second
+	}
+	clock = clock.Add(slowConsumerEvery)
+	h(nil, nil, nats.ErrSlowConsumer)
+	h(nil, nil, errors.New("permissions violation"))
+	h(nil, nil, errors.New("permissions violation"))
+
+	if n := counted.Load(); n != 1001 {
+		t.Errorf("counted %d slow consumers, want 1001", n)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	var slow []string
+	others := 0
+	for _, l := range lines {
+		switch {
+		case strings.Contains(l, "nats slow consumer"):
+			slow = append(slow, l)
+		case strings.Contains(l, "permissions violation"):
+			others++
+		}
+	}
+	if len(slow) != 2 {
+		t.Fatalf("%d slow-consumer lines for 1001 reports over %s, want 2:\n%s", len(slow), slowConsumerEvery, buf.String())
+	}
+	if strings.Contains(slow[0], "suppressed") || !strings.Contains(slow[1], `"suppressed":999`) {
+		t.Errorf("want the second line to count the 999 left out:\n%s\n%s", slow[0], slow[1])
+	}
+	if others != 2 {
+		t.Errorf("%d lines for 2 other errors, want 2", others)
+	}
+}
+
+// TestSlowConsumerIsCountedOnARealConnection: the handler connect installs
+// sees the client's own slow-consumer reports.
+func TestSlowConsumerIsCountedOnARealConnection(t *testing.T) {
+	srv := natstest.Start(t)
+	var buf syncBuffer
+	log := telemetry.NewLogger(&buf, slog.LevelInfo, true)
+	var counted atomic.Int64
+	nc, err := natsFlags{NATS: srv.ClientURL()}.connect("slow-test", log, nats.ErrorHandler(asyncErrors(log, func(context.Context) { counted.Add(1) })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	release := make(chan struct{})
+	sub, err := nc.Subscribe("slow", func(*nats.Msg) { <-release })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer close(release)
+	if err := sub.SetPendingLimits(1, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	pub := natstest.Connect(t, srv)
+	for range 50 {
+		if err := pub.Publish("slow", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// The handler counts a report before it logs it, so wait for both.
+	deadline := time.Now().Add(5 * time.Second)
+	for (counted.Load() == 0 || !strings.Contains(buf.String(), "nats slow consumer")) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if counted.Load() == 0 {
+		t.Fatal("no slow consumer counted")
+	}
+	if n := strings.Count(buf.String(), "nats slow consumer"); n != 1 {
+		t.Errorf("%d slow-consumer lines, want 1:\n%s", n, buf.String())
+	}
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"log/slog"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rolecall/rolecall/pipeline"
+	"github.com/rolecall/rolecall/service"
+)
+
+// serviceFlags switch and size the micro service of worker run.
+type serviceFlags struct {
+	Service            bool `help:"Register the rolecall micro service (rolecall.svc.resolve, roster, explain, validate, config) on a connection of its own; --service=false leaves it out, and the worker then needs none of its permissions." default:"true" negatable:"" env:"ROLECALL_SERVICE"`
+	ServiceConcurrency int  `name:"service-concurrency" help:"Service requests worked on at once, across all endpoints (default half the CPUs, at least 1): the CPU a flood of requests can take from the tasks." env:"ROLECALL_SERVICE_CONCURRENCY"`
+}
+
+// startService registers the micro service on its own connection, so
+// that requests never queue behind the worker's tasks on one socket. The
+// returned function stops it (answering what it has received) and closes
+// the connection.
+func (c *runCmd) startService(nf natsFlags, instance string, src service.SnapshotSource, cfg pipeline.Config, log *slog.Logger) (func(), error) {
+	if c.ServiceConcurrency < 0 {
+		return nil, usageErr("--service-concurrency must not be negative")
+	}
+	nc, err := nf.connect("rolecall-service "+instance, log)
+	if err != nil {
+		return nil, err
+	}
+	// explain looks recorded outcomes up through the service's own
+	// connection too.
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	svc, err := service.Start(nc, src, service.Options{
+		Pipeline: cfg, Version: readBuildInfo().Version, Instance: instance,
+		Concurrency: c.ServiceConcurrency, JetStream: js, Logger: log,
+	})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	log.Info("micro service registered", "name", service.Name, "id", svc.ID(),
+		"endpoints", service.Subject(cfg.Prefix, "*"), "queue_group", service.QueueGroup)
+	return func() {
+		if err := svc.Stop(); err != nil {
+			log.Warn("micro service stop", "error", err)
+		}
+		nc.Close()
+	}, nil
+}

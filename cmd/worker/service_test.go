@@ -1,0 +1,72 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/rolecall/rolecall/internal/natstest"
+)
+
+// TestRunRegistersTheService: worker run registers the micro service by
+// default, with the worker's instance id and version in its identity, and
+// --service=false leaves it out.
+func TestRunRegistersTheService(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv)
+	startWorker(t, "--root", "../../examples", "--nats", srv.ClientURL(), "--instance", "w-svc", "--service-concurrency", "1")
+	deadline := time.Now().Add(20 * time.Second)
+	var info micro.Info
+	for {
+		m, err := nc.Request("$SRV.INFO.rolecall", nil, time.Second)
+		if err == nil {
+			if err := json.Unmarshal(m.Data, &info); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no rolecall service after 20s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if info.Metadata["instance"] != "w-svc" || info.Version != "0.0.0-dev" || len(info.Endpoints) != 5 {
+		t.Fatalf("info: %+v", info)
+	}
+	m, err := nc.Request("rolecall.svc.resolve", []byte(`{"task_id":"T-1","role":"architect"}`), 5*time.Second)
+	if err != nil || m.Header.Get(micro.ErrorCodeHeader) != "" {
+		t.Fatalf("resolve: %v %v %s", err, m.Header, m.Data)
+	}
+
+	srv2 := natstest.Start(t)
+	nc2 := natstest.Connect(t, srv2)
+	w := startWorker(t, "--root", "../../examples", "--nats", srv2.ClientURL(), "--service=false")
+	// The worker is up once its consumer exists; by then a service would
+	// have registered.
+	waitConsumer(t, nc2, w)
+	if _, err := nc2.Request("$SRV.PING.rolecall", nil, 500*time.Millisecond); err != nats.ErrNoResponders {
+		t.Fatalf("--service=false: ping answered or failed otherwise: %v", err)
+	}
+}
+
+func waitConsumer(t *testing.T, nc *nats.Conn, w *bgWorker) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		m, err := nc.Request("$JS.API.CONSUMER.INFO.ROLECALL_TASKS.rolecall-workers", nil, time.Second)
+		if err == nil && json.Valid(m.Data) {
+			var r struct {
+				Error *struct{} `json:"error"`
+			}
+			if json.Unmarshal(m.Data, &r) == nil && r.Error == nil {
+				time.Sleep(200 * time.Millisecond)
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("the worker never created its consumer; stderr:\n%s", w.stderr.String())
+}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/rolecall/rolecall/internal/natstest"
+	"github.com/rolecall/rolecall/pipeline"
+)
+
+// TestSubmitWaitNamesMissingOutcomes: when --wait times out, the message
+// names every task without an outcome and what to check, and the exit
+// status is 1.
+func TestSubmitWaitNamesMissingOutcomes(t *testing.T) {
+	srv := natstest.Start(t)
+	js := natstest.JetStream(t, natstest.Connect(t, srv))
+	// The streams exist; no worker consumes.
+	if _, err := pipeline.Ensure(context.Background(), js, pipeline.DefaultConfig()); err != nil {
+		t.Fatal(err)
+	}
+	tasks := filepath.Join("..", "..", "examples", "tasks")
+	var stdout, stderr syncBuffer
+	code := runContext(context.Background(), []string{"submit", "--nats", srv.ClientURL(), "--wait", "--timeout", "300ms",
+		filepath.Join(tasks, "incident.json"), filepath.Join(tasks, "architect.json")}, strings.NewReader(""), &stdout, &stderr)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", code, stderr.String())
+	}
+	want := regexp.MustCompile(`^worker: no outcome within 300ms for 2 of 2 tasks: \S+incident.json \(rolecall-cli/[0-9a-f]{24}\), \S+architect.json \(rolecall-cli/[0-9a-f]{24}\) \(is a worker running\? worker tail shows outcomes as they arrive\)\n$`)
+	if !want.MatchString(stderr.String()) {
+		t.Errorf("stderr %q, want it to match %s", stderr.String(), want)
+	}
+	if stdout.String() != "" {
+		t.Errorf("stdout %q, want nothing", stdout.String())
+	}
+}
+
+// TestSubmitWithoutStreamSaysWhy: before any worker created the tasks
+// stream, a publish has no taker; the error says so.
+func TestSubmitWithoutStreamSaysWhy(t *testing.T) {
+	srv := natstest.Start(t)
+	var stdout, stderr syncBuffer
+	code := runContext(context.Background(), []string{"submit", "--nats", srv.ClientURL(), filepath.Join("..", "..", "examples", "tasks", "incident.json")},
+		strings.NewReader(""), &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "a worker creates the tasks stream when it starts") {
+		t.Errorf("exit %d, stderr %q; want 1 and the reason", code, stderr.String())
+	}
+}
