@@ -76,6 +76,11 @@ func TestFleetConfigBundles(t *testing.T) {
 		}
 	}
 
+	// The 2 s bound below is a steady-state figure: the streams the
+	// workers created at start (R3, three workers at once) settle first,
+	// or a replica still catching up times the broker, not the workers.
+	cl.WaitStreamsCurrent(js)
+
 	// Push while tasks keep arriving: every worker serves the new revision
 	// within 2 s, and each task in flight gets one outcome, from the old
 	// snapshot or the new one.
@@ -109,7 +114,7 @@ func TestFleetConfigBundles(t *testing.T) {
 	}
 	r2 := p.rec
 	for _, w := range fleet {
-		w.waitRevision(t, r2.Revision, 2*time.Second-time.Since(p.at))
+		w.waitRevisionBy(t, r2.Revision, p.at.Add(2*time.Second))
 	}
 	t.Logf("revision %d confirmed on all 3 workers %s after the push", r2.Revision, time.Since(p.at).Round(time.Millisecond))
 	for id, o := range outs.wait(t, flying, 30*time.Second) {
@@ -408,6 +413,32 @@ func (w *procWorker) waitRevision(t *testing.T, rev uint64, within time.Duration
 	return w.waitFor(t, fmt.Sprintf("ready on revision %d", rev), within, func(r readyz) bool {
 		return r.code == http.StatusOK && r.Ready && r.ConfigRevision == rev
 	})
+}
+
+// waitRevisionBy fails unless the worker serves rev by the deadline; when
+// it misses, it waits on to say how late it was (or that it never came),
+// so a failure tells a slow swap from a lost one.
+func (w *procWorker) waitRevisionBy(t *testing.T, rev uint64, by time.Time) {
+	t.Helper()
+	on := func(r readyz) bool { return r.code == http.StatusOK && r.Ready && r.ConfigRevision == rev }
+	var r readyz
+	var err error
+	for {
+		r, err = w.readyz()
+		if err == nil && on(r) {
+			return
+		}
+		if time.Now().After(by) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for late := time.Now(); time.Since(late) < 30*time.Second; time.Sleep(50 * time.Millisecond) {
+		if r2, err2 := w.readyz(); err2 == nil && on(r2) {
+			t.Fatalf("%s: served revision %d %s after the deadline (at the deadline /readyz %+v, %v)", w.name, rev, time.Since(by).Round(time.Millisecond), r, err)
+		}
+	}
+	t.Fatalf("%s: never served revision %d (30s past the deadline; at the deadline /readyz %+v, %v)", w.name, rev, r, err)
 }
 
 func (w *procWorker) waitDegraded(t *testing.T, bad uint64, within time.Duration) readyz {

@@ -3,6 +3,7 @@
 package natstest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"strings"
@@ -120,6 +121,49 @@ func (c *Cluster) WaitForMetaLeader() {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// WaitStreamsCurrent waits until every stream has a leader and each of
+// its replicas is current: streams created while the cluster was busy
+// (several workers creating R3 streams at once) settle before a test times
+// something that depends on them.
+func (c *Cluster) WaitStreamsCurrent(js jetstream.JetStream) {
+	c.tb.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		settled, why := streamsCurrent(js)
+		if settled {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.tb.Fatalf("natstest: streams not current after 60s: %s", why)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func streamsCurrent(js jetstream.JetStream) (bool, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	l := js.ListStreams(ctx)
+	for info := range l.Info() {
+		cl := info.Cluster
+		if cl == nil {
+			continue
+		}
+		if cl.Leader == "" {
+			return false, info.Config.Name + " has no leader"
+		}
+		for _, r := range cl.Replicas {
+			if !r.Current || r.Offline {
+				return false, fmt.Sprintf("%s replica %s is not current", info.Config.Name, r.Name)
+			}
+		}
+	}
+	if err := l.Err(); err != nil {
+		return false, err.Error()
+	}
+	return true, ""
 }
 
 // FreePorts finds n distinct free loopback ports. Another process may
