@@ -122,19 +122,13 @@ func EncodeResolved(prefix string, meta OutcomeMeta, data *ResolvedData) (string
 	if _, err := resolve.ParseRoleToken(token); err != nil {
 		return "", nil, nil, fmt.Errorf("events: EncodeResolved: identity %q is not a role token: %w", token, err)
 	}
-	if meta.TaskID == "" {
-		meta.TaskID = data.TaskID
-	}
+	meta.TaskID = cmp.Or(meta.TaskID, data.TaskID)
 	if data.Decision != nil {
 		d := *data
 		d.Decision = stamp(data.Decision, meta)
 		data = &d
 	}
-	h, body, err := encodeOutcome(TypeSpecResolved, SchemaResolved, meta, data)
-	if err != nil {
-		return "", nil, nil, err
-	}
-	return ResolvedSubject(prefix, token), h, body, nil
+	return encodeOutcome(ResolvedSubject(prefix, token), TypeSpecResolved, SchemaResolved, meta, data)
 }
 
 // EncodeFailed encodes a failure outcome like EncodeResolved. A nil
@@ -154,17 +148,11 @@ func EncodeFailed(prefix string, meta OutcomeMeta, data *FailureData) (string, n
 	if d.Details == nil {
 		d.Details = map[string]any{}
 	}
-	if d.Stage == "" {
-		d.Stage = d.Code.Stage()
-	}
+	d.Stage = cmp.Or(d.Stage, d.Code.Stage())
 	if d.Decision != nil {
 		d.Decision = stamp(d.Decision, meta)
 	}
-	h, body, err := encodeOutcome(TypeSpecFailed, SchemaFailed, meta, &d)
-	if err != nil {
-		return "", nil, nil, err
-	}
-	return FailedSubject(prefix, data.Code), h, body, nil
+	return encodeOutcome(FailedSubject(prefix, data.Code), TypeSpecFailed, SchemaFailed, meta, &d)
 }
 
 // stamp is a copy of dec naming the outcome meta describes.
@@ -188,13 +176,14 @@ func validCode(c resolve.Code) bool {
 	return c != "" && !strings.ContainsFunc(string(c), func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') })
 }
 
-func encodeOutcome(typ, schema string, meta OutcomeMeta, data any) (nats.Header, []byte, error) {
+// encodeOutcome encodes an outcome event to be published on subject.
+func encodeOutcome(subject, typ, schema string, meta OutcomeMeta, data any) (string, nats.Header, []byte, error) {
 	if meta.ID == "" || controlIndex(meta.ID) >= 0 {
-		return nil, nil, errors.New("events: outcome id is required (without control characters)")
+		return "", nil, nil, errors.New("events: outcome id is required (without control characters)")
 	}
 	source := cmp.Or(meta.Source, DefaultSource)
 	if err := ValidateSource(source); err != nil {
-		return nil, nil, err
+		return "", nil, nil, err
 	}
 	ev := jsonEvent{
 		eventAttrs: eventAttrs{SpecVersion: SpecVersion, ID: meta.ID, Source: source, Type: typ, Subject: meta.TaskID,
@@ -212,9 +201,9 @@ func encodeOutcome(typ, schema string, meta OutcomeMeta, data any) (nats.Header,
 	}
 	body, err := json.Marshal(&ev, dataOptions)
 	if err != nil {
-		return nil, nil, fmt.Errorf("events: encode %s event: %w", typ, err)
+		return "", nil, nil, fmt.Errorf("events: encode %s event: %w", typ, err)
 	}
-	return h, body, nil
+	return subject, h, body, nil
 }
 
 // setTraceHeaders writes the lowercase W3C names directly, as a

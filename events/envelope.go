@@ -76,15 +76,6 @@ func (env *envelope) attrs() [8]namedAttr {
 		{"datacontenttype", &env.dataContentType}, {"dataschema", &env.dataSchema}, {"subject", &env.subject}, {"time", &env.time}}
 }
 
-func (env *envelope) known(name string) *attr {
-	for _, a := range env.attrs() {
-		if a.name == name {
-			return a.attr
-		}
-	}
-	return nil
-}
-
 func (env *envelope) extString(name string) string {
 	s, _ := env.ext[name].(string)
 	return s
@@ -218,6 +209,7 @@ func validAttrName(n string) bool {
 func (env *envelope) readBinary(ce []ceHeader, contentType string, hasContentType bool, body []byte) *DecodeError {
 	var first *DecodeError
 	note := func(err *DecodeError) { first = cmp.Or(first, err) }
+	attrs := env.attrs()
 	for i, c := range ce {
 		hdr := ceHeaderPrefix + c.name
 		if !simpleKey(c.name) {
@@ -236,8 +228,8 @@ func (env *envelope) readBinary(ce []ceHeader, contentType string, hasContentTyp
 			note(eventInvalid(hdr, ReasonInvalidValue, "header %s: %v", hdr, err))
 			continue
 		}
-		if a := env.known(c.name); a != nil {
-			*a = attr{set: true, v: v}
+		if k := slices.IndexFunc(attrs[:], func(a namedAttr) bool { return a.name == c.name }); k >= 0 {
+			*attrs[k].attr = attr{set: true, v: v}
 		} else {
 			env.addExt(c.name, v, i)
 		}
@@ -321,12 +313,9 @@ func (env *envelope) check(types ...string) *DecodeError {
 			return err
 		}
 	}
-	for _, a := range []struct {
-		name string
-		attr attr
-	}{{"id", env.id}, {"source", env.source}, {"type", env.typ}, {"subject", env.subject}, {"dataschema", env.dataSchema}} {
-		if len(a.attr.v) > MaxAttributeBytes {
-			return eventInvalid(a.name, ReasonTooLarge, "%s is %d bytes, over the %d-byte limit", a.name, len(a.attr.v), MaxAttributeBytes)
+	for _, a := range []namedAttr{{"id", &env.id}, {"source", &env.source}, {"type", &env.typ}, {"subject", &env.subject}, {"dataschema", &env.dataSchema}} {
+		if len(a.v) > MaxAttributeBytes {
+			return eventInvalid(a.name, ReasonTooLarge, "%s is %d bytes, over the %d-byte limit", a.name, len(a.v), MaxAttributeBytes)
 		}
 	}
 	u, err := url.Parse(env.source.v)

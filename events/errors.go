@@ -82,19 +82,20 @@ const (
 )
 
 func eventInvalid(attr, reason, format string, args ...any) *DecodeError {
-	d := map[string]any{"reason": reason}
-	if attr != "" {
-		d["attribute"] = attr
-	}
-	return &DecodeError{Code: resolve.CodeEventInvalid, Subject: attr, Details: d, Message: fmt.Sprintf(format, args...)}
+	return decodeError(resolve.CodeEventInvalid, "attribute", attr, reason, fmt.Sprintf(format, args...))
 }
 
 func taskInvalid(field, reason, format string, args ...any) *DecodeError {
+	return decodeError(resolve.CodeTaskInvalid, "field", field, reason, fmt.Sprintf(format, args...))
+}
+
+// decodeError also records a subject, when set, as details[key].
+func decodeError(code resolve.Code, key, subject, reason, msg string) *DecodeError {
 	d := map[string]any{"reason": reason}
-	if field != "" {
-		d["field"] = field
+	if subject != "" {
+		d[key] = subject
 	}
-	return &DecodeError{Code: resolve.CodeTaskInvalid, Subject: field, Details: d, Message: fmt.Sprintf(format, args...)}
+	return &DecodeError{Code: code, Subject: subject, Details: d, Message: msg}
 }
 
 // printable bounds and escapes a hostile value before it is echoed back
@@ -130,25 +131,25 @@ const (
 )
 
 func pointerPath(p jsontext.Pointer) string {
-	var b strings.Builder
+	var path string
 	st := psRoot
 	for tok := range p.Tokens() {
 		switch st {
 		case psLeaf:
-			return b.String()
+			return path
 		case psList:
 			if _, err := strconv.ParseUint(tok, 10, 32); err != nil {
-				return b.String()
+				return path
 			}
-			b.WriteString("[" + tok + "]")
+			path += "[" + tok + "]"
 			st = psLeaf
 			continue
 		case psToolMap:
-			writeKey(&b, tok)
+			path = keyPath(path, tok)
 			st = psList
 			continue
 		}
-		writeKey(&b, tok)
+		path = keyPath(path, tok)
 		switch {
 		case st == psRoot && (tok == "modes" || tok == "skills"):
 			st = psList
@@ -164,18 +165,18 @@ func pointerPath(p jsontext.Pointer) string {
 			st = psLeaf
 		}
 	}
-	return b.String()
+	return path
 }
 
-func writeKey(b *strings.Builder, k string) {
-	if !simpleKey(k) {
-		b.WriteString("[" + printable(k) + "]")
-		return
+// keyPath appends the member key to parent, as rendered above.
+func keyPath(parent, key string) string {
+	switch {
+	case !simpleKey(key):
+		return parent + "[" + printable(key) + "]"
+	case parent == "":
+		return key
 	}
-	if b.Len() > 0 {
-		b.WriteByte('.')
-	}
-	b.WriteString(k)
+	return parent + "." + key
 }
 
 func simpleKey(k string) bool {

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/bmatcuk/doublestar/v4"
@@ -240,10 +241,8 @@ func validTaskID(id string) string {
 	if len(id) > MaxTaskIDLen {
 		return "is longer than 128 characters"
 	}
-	for i := 0; i < len(id); i++ {
-		if c := id[i]; c < '!' || c > '~' {
-			return "may only hold printable ASCII characters without spaces (U+0021–U+007E)"
-		}
+	if strings.ContainsFunc(id, func(r rune) bool { return r < '!' || r > '~' }) {
+		return "may only hold printable ASCII characters without spaces (U+0021–U+007E)"
 	}
 	return ""
 }
@@ -330,12 +329,7 @@ func unsafeIndex(s string) int {
 // controlIndex returns the byte index of the first C0, DEL or C1 control
 // character in s, or -1.
 func controlIndex(s string) int {
-	for i, r := range s {
-		if r < 0x20 || r >= 0x7f && r <= 0x9f {
-			return i
-		}
-	}
-	return -1
+	return strings.IndexFunc(s, unicode.IsControl)
 }
 
 func checkPermissions(field string, p *resolve.PermissionPolicy) error {
@@ -383,13 +377,6 @@ func checkRules(parent, name string, rules map[string][]string) error {
 		}
 	}
 	return nil
-}
-
-func keyPath(parent, key string) string {
-	if simpleKey(key) {
-		return parent + "." + key
-	}
-	return parent + "[" + printable(key) + "]"
 }
 
 // dropNullRules removes tool entries whose pattern list was null: null is
