@@ -221,10 +221,14 @@ type Request struct {
 // Options tune Load and Source.
 type Options struct {
 	// ReloadInterval is how often a started Source (Source.Start) sweeps
-	// the files for changes; 0 means DefaultReloadInterval. The sweep runs
-	// on the Source's own goroutine, never in Snapshot, and costs one stat
+	// all the files for changes; 0 means DefaultSafetySweep while file
+	// events work and DefaultReloadInterval otherwise. The sweep runs on
+	// the Source's own goroutine, never in Snapshot, and costs one stat
 	// per file (docs/PERFORMANCE.md has the figures for a large root).
 	ReloadInterval time.Duration
+	// PollOnly turns file events off: changes are found by the periodic
+	// sweep alone (for network file systems, which deliver no events).
+	PollOnly bool
 	// LookupEnv reads the environment variables of ${env:…} placeholders
 	// (nil: os.LookupEnv).
 	LookupEnv func(name string) (string, bool)

@@ -38,19 +38,23 @@ type parseCache struct {
 	catalog    *resolve.Catalog
 	catalogKey string
 	// memo is the scan of the sweep that found a change, for the load
-	// that follows it (one use); memoAt is when that sweep began.
-	memo   *scanMemo
-	memoAt int64
+	// that follows it (one use); memoAt is when that sweep began. With
+	// save set, the load keeps its own scan there: file events skipped
+	// the sweep, memo is the last scan with what they named, and save
+	// becomes the base of the next one.
+	memo, save *scanMemo
+	memoAt     int64
 }
 
-// takeMemo hands the sweep's scan to one load, and when it began.
-func (c *parseCache) takeMemo() (*scanMemo, int64) {
+// takeMemo hands the sweep's scan to one load, when it began, and where
+// the load keeps its scan (nil: nowhere).
+func (c *parseCache) takeMemo() (*scanMemo, *scanMemo, int64) {
 	if c == nil || c.memo == nil {
-		return nil, 0
+		return nil, nil, 0
 	}
-	m, at := c.memo, c.memoAt
-	c.memo = nil
-	return m, at
+	m, save, at := c.memo, c.save, c.memoAt
+	c.memo, c.save = nil, nil
+	return m, save, at
 }
 
 func (c *parseCache) decodeCount() int {

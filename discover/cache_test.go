@@ -77,6 +77,64 @@ func TestIncrementalReloadEqualsFullLoad(t *testing.T) {
 	})
 }
 
+// TestEventReloadEqualsFullLoad is the same property for a started
+// Source whose only trigger is file events (the safety sweep is an hour
+// away): after any sequence of edits, with or without a pause between
+// them, it comes to serve what a fresh Load returns, or keeps its
+// snapshot and reports Load's error. Events name what changed, and the
+// load re-stats only that.
+func TestEventReloadEqualsFullLoad(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		dir := incrementalRoot(t)
+		ageFiles(t, dir, -2*time.Hour)
+		src, err := discover.NewSource(dir, discover.Options{ReloadInterval: time.Hour}, nil)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		src.Start(t.Context())
+		defer src.Stop()
+		// Start's first sweep is what the events are relative to.
+		waitConverged(rt, dir, src, "start")
+		steps := rapid.IntRange(1, 8).Draw(rt, "steps")
+		for step := range steps {
+			rel, content := edit(rt, step)
+			p := filepath.Join(dir, filepath.FromSlash(rel))
+			if content == "" {
+				os.RemoveAll(p)
+			} else {
+				writeFile(t, dir, rel, content)
+			}
+			if step == steps-1 || rapid.Bool().Draw(rt, "pause") {
+				waitConverged(rt, dir, src, fmt.Sprintf("step %d (%s)", step, rel))
+			}
+		}
+	})
+}
+
+// waitConverged waits until src serves what a fresh Load of dir returns
+// (or reports the same error), failing after 5 s.
+func waitConverged(rt *rapid.T, dir string, src *discover.Source, what string) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		full, ferr := discover.Load(dir, discover.Options{})
+		got, rerr := src.Snapshot(), src.Err()
+		switch {
+		case ferr != nil && rerr != nil && rerr.Error() == ferr.Error():
+			return
+		case ferr == nil && rerr == nil && reflect.DeepEqual(got, full):
+			return
+		}
+		if time.Now().After(deadline) {
+			want := "an error"
+			if full != nil {
+				want = full.Digest
+			}
+			rt.Fatalf("%s: after 5s the Source serves digest %s (error %v), a full load gives %s (error %v)", what, got.Digest, rerr, want, ferr)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // edit draws one change: a path and its new content ("" removes it).
 func edit(rt *rapid.T, step int) (string, string) {
 	i := rapid.IntRange(0, 7).Draw(rt, "i")

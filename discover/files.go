@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -170,9 +171,51 @@ type scanner struct {
 // few milliseconds earlier, which is what a load that began then would
 // have seen. Only paths the sweep covered are answered; a path that a
 // changed rolecall.yaml adds is scanned afresh.
+//
+// The Source also keeps the last sweep's memo for the next one: when
+// file events name what changed (notify.go), that sweep re-stats only the
+// paths in dirty and re-reads only the listings of their directories.
 type scanMemo struct {
 	stats map[string]statResult
 	lists map[string]listResult
+	// dirs maps each directory this scan read on disk (listed, or holding
+	// a path it stat'ed) to its display path: what a watcher watches.
+	dirs map[string]string
+	// links: the scan met a symbolic link. An edit behind a link changes
+	// no watched directory, so events then only trigger full sweeps.
+	links bool
+	// changed is what file events named since the scan; none of it is
+	// reused. Set only on the memo an incremental sweep uses.
+	changed *changes
+}
+
+// changes are the display paths file events named: each one changed (a
+// directory with everything in it), and dirs holds their directories,
+// whose listings are read again.
+type changes struct {
+	paths []string
+	dirs  map[string]bool
+}
+
+func newChanges(paths []string) *changes {
+	c := &changes{paths: paths, dirs: map[string]bool{}}
+	for _, p := range paths {
+		c.dirs[path.Dir(p)] = true
+	}
+	return c
+}
+
+// has reports whether key is a changed path or lies below one.
+func (c *changes) has(key string) bool {
+	if c == nil {
+		return false
+	}
+	for _, p := range c.paths {
+		if key == p || strings.HasPrefix(key, p) && key[len(p)] == '/' {
+			return true
+		}
+	}
+	return false
 }
 
 type statResult struct {
@@ -186,23 +229,61 @@ type listResult struct {
 }
 
 func newScanMemo() *scanMemo {
-	return &scanMemo{stats: map[string]statResult{}, lists: map[string]listResult{}}
+	return &scanMemo{stats: map[string]statResult{}, lists: map[string]listResult{}, dirs: map[string]string{}}
+}
+
+// withChanges is m for a sweep that trusts everything in it but what
+// the events named.
+func (m *scanMemo) withChanges(c *changes) *scanMemo {
+	u := *m
+	u.changed = c
+	return &u
+}
+
+// keepDir notes on save a directory the scan read from.
+func (s *scanner) keepDir(t tree, dir string) {
+	if s.save == nil || t.root == nil {
+		return
+	}
+	s.save.dirs[filepath.Join(t.root.Name(), filepath.FromSlash(dir))] = t.display(dir)
 }
 
 func (s *scanner) stat(t tree, name string) (fs.FileInfo, error) {
 	key := t.display(name)
-	if s.use != nil {
+	if s.use != nil && !s.use.changed.has(key) {
 		if r, ok := s.use.stats[key]; ok {
+			if s.save != nil {
+				s.save.stats[key] = r
+				s.keepDir(t, path.Dir(name))
+			}
 			s.record(key, r.fi, r.err)
 			return r.fi, r.err
 		}
 	}
-	fi, err := t.stat(name)
+	fi, err := s.statFS(t, name)
 	if s.save != nil {
 		s.save.stats[key] = statResult{fi, err}
+		s.keepDir(t, path.Dir(name))
 	}
 	s.record(key, fi, err)
 	return fi, err
+}
+
+// statFS follows a symbolic link as t.stat does; on disk it looks with
+// lstat first (the same one system call when there is no link), so the
+// scan knows whether it met one.
+func (s *scanner) statFS(t tree, name string) (fs.FileInfo, error) {
+	if t.root == nil {
+		return t.stat(name)
+	}
+	fi, err := t.root.Lstat(filepath.FromSlash(name))
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return fi, err
+	}
+	if s.save != nil {
+		s.save.links = true
+	}
+	return t.stat(name)
 }
 
 // statEntry is stat for an entry of a directory list just read. A symlink
@@ -215,6 +296,9 @@ func (s *scanner) stat(t tree, name string) (fs.FileInfo, error) {
 // caller has both).
 func (s *scanner) statEntry(t tree, name, display string, e fs.DirEntry) (fs.FileInfo, error) {
 	if e.Type()&fs.ModeSymlink != 0 {
+		if s.save != nil {
+			s.save.links = true
+		}
 		return s.stat(t, name)
 	}
 	fi, err := e.Info()
@@ -262,15 +346,27 @@ func (s *scanner) list(t tree, dir string, code resolve.Code) ([]fs.DirEntry, bo
 	case !fi.IsDir():
 		return nil, true, &Error{Code: code, File: t.display(dir), Message: "is not a directory"}
 	}
-	key := t.display(dir) + "\x00" + string(code)
+	display := t.display(dir)
+	key := display + "\x00" + string(code)
+	var ents []fs.DirEntry
+	var lerr *Error
+	r, kept := listResult{}, false
 	if s.use != nil {
-		if r, ok := s.use.lists[key]; ok {
-			return r.ents, true, r.err
-		}
+		r, kept = s.use.lists[key]
 	}
-	ents, lerr := s.readDir(t, dir, code)
+	switch {
+	case kept && s.use.changed.has(display):
+		ents, lerr = s.readDir(t, dir, code)
+	case kept && s.use.changed != nil && s.use.changed.dirs[display] && r.err == nil && t.root != nil:
+		ents, lerr = s.relist(t, dir, code, r.ents)
+	case kept && (s.use.changed == nil || !s.use.changed.dirs[display]):
+		ents, lerr = r.ents, r.err
+	default:
+		ents, lerr = s.readDir(t, dir, code)
+	}
 	if s.save != nil {
 		s.save.lists[key] = listResult{ents, lerr}
+		s.keepDir(t, dir)
 	}
 	return ents, true, lerr
 }
@@ -288,6 +384,37 @@ func (s *scanner) readDir(t tree, dir string, code resolve.Code) ([]fs.DirEntry,
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	return out, nil
+}
+
+// relist is readDir for a directory holding paths the events named,
+// given its last listing: events name every entry added, removed or
+// changed in a watched directory, so only those are looked at again (one
+// lstat each) and the rest of the listing stays. readDir would lstat
+// every entry: 10,000 system calls for a directory of 10,000 profiles.
+func (s *scanner) relist(t tree, dir string, code resolve.Code, old []fs.DirEntry) ([]fs.DirEntry, *Error) {
+	display := t.display(dir)
+	out := slices.Clone(old)
+	for _, p := range s.use.changed.paths {
+		n := path.Base(p)
+		if path.Dir(p) != display || strings.HasPrefix(n, ".") {
+			continue
+		}
+		i, found := slices.BinarySearchFunc(out, n, func(e fs.DirEntry, n string) int { return strings.Compare(e.Name(), n) })
+		fi, err := t.root.Lstat(filepath.FromSlash(path.Join(dir, n)))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if found {
+				out = slices.Delete(out, i, i+1)
+			}
+		case err != nil:
+			return nil, fileError(code, display, err)
+		case found:
+			out[i] = fs.FileInfoToDirEntry(fi)
+		default:
+			out = slices.Insert(out, i, fs.FileInfoToDirEntry(fi))
+		}
+	}
 	return out, nil
 }
 

@@ -162,7 +162,7 @@ func loadCached(rootPath string, fsys fs.FS, opts Options, cache *parseCache) *l
 	l.started = time.Now().UnixNano()
 	// A sweep's scan serves this load only (taken even if the root fails
 	// to open, so no later load sees it stale).
-	memo, memoAt := l.cache.takeMemo()
+	memo, save, memoAt := l.cache.takeMemo()
 	t := tree{fsys: fsys, hardLinks: opts.AllowHardLinks}
 	var err error
 	if fsys == nil {
@@ -184,13 +184,14 @@ func loadCached(rootPath string, fsys fs.FS, opts Options, cache *parseCache) *l
 	if memo != nil {
 		// The tree as the sweep just saw it: the cache's racy check must
 		// count from when that sweep began.
-		sc.use, l.started = memo, memoAt
+		sc.use, sc.save, l.started = memo, save, memoAt
 		sc.stamps = make([]stamp, 0, len(memo.stats)+len(memo.lists))
 	}
 	// ${file:…} targets are stat'ed before they are read, into their own
 	// scan: their stamps join the others, sorted, when the load ends, in
-	// the order a sweep stats them.
-	var psc scanner
+	// the order a sweep stats them. They are kept with the scan, so that a
+	// watcher watches their directories too.
+	psc := scanner{save: sc.save}
 	l.x.read = func(rel string) ([]byte, *Error) {
 		psc.stat(t, rel)
 		data, err := readFileLimit(t, rel, resolve.CodePlaceholderUnresolved, MaxPlaceholderFile)

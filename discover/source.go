@@ -22,18 +22,26 @@ import (
 // seen. Without Start, the snapshot changes only on Reload or
 // ForceReload (one-shot commands and tests).
 //
-// Change detection is a stat sweep, not file notifications: the sweep
-// re-stats every path a Load looked at (rolecall.yaml, packs/, agents/,
-// catalog/, the profile roots, the preamble file), following symlinks
-// inside the root, and compares kind, size, mtime, inode and ctime with the
-// last load's. Only a difference reruns Load. A sweep sees Kubernetes
-// ConfigMap updates (an atomic swap of a ..data symlink, where inotify on
-// the file itself sees nothing) and works on network filesystems that
-// deliver no events, at the cost of one stat per file per sweep. Because
-// two edits within the filesystem's timestamp granularity can look
-// identical to a stat, a sweep also reloads while any file's mtime is
-// within racyWindow of the last load (git's "racily clean" rule); a reload
-// whose digest is unchanged keeps the current snapshot pointer.
+// Change detection has two parts. File events (inotify, through
+// fsnotify) on every directory the last scan read name what changed; a
+// load then re-stats only those paths, re-reads the listings only of
+// their directories, and takes every other stat and listing from the
+// last scan (notify.go). A full stat sweep stays as the safety net, every
+// DefaultSafetySweep: it re-stats every path a Load looked at
+// (rolecall.yaml, packs/, agents/, catalog/, the profile roots, the
+// preamble file, ${file:…} targets), following symlinks inside the root,
+// and compares kind, size, mtime, inode and ctime with the last load's;
+// only a difference reruns Load. The sweep alone (every
+// DefaultReloadInterval) runs where events are off (Options.PollOnly),
+// unavailable, or cannot cover the tree (the watch limit). Events cannot
+// see an edit made behind a symbolic link (the ..data swap of a
+// Kubernetes ConfigMap volume) nor on a network file system: once a scan
+// meets a symbolic link, any event triggers a full sweep instead, and
+// the periodic sweep finds what sent no event. Because two edits within
+// the filesystem's timestamp granularity can look identical to a stat,
+// a sweep also reloads while any file's mtime is within racyWindow of
+// the last load (git's "racily clean" rule); a reload whose digest is
+// unchanged keeps the current snapshot pointer.
 //
 // A reload is incremental: files whose stamp is unchanged are neither
 // read nor decoded again (cache.go), and the result equals a full Load.
@@ -52,6 +60,9 @@ type Source struct {
 	triedStart int64
 	triedErr   string
 	cache      *parseCache
+	// scan is the last sweep's stats and listings, the base of the next
+	// incremental sweep.
+	scan *scanMemo
 
 	run sync.Mutex // guards stop and done
 	// stop ends the watcher that Start began; done is closed when it has.
@@ -66,8 +77,9 @@ type Source struct {
 const racyWindow = 2 * time.Second
 
 // DefaultReloadInterval is the watcher's sweep period when
-// Options.ReloadInterval is 0. Half a second keeps an edit visible within
-// a second even when a sweep or a reload takes a while.
+// Options.ReloadInterval is 0 and file events are off or unavailable.
+// Half a second keeps an edit visible within a second even when a sweep
+// or a reload takes a while.
 const DefaultReloadInterval = 500 * time.Millisecond
 
 // NewSource loads root; the first Load must succeed, else its error is
@@ -99,9 +111,9 @@ func (s *Source) Snapshot() *Snapshot {
 }
 
 // Start begins watching the files on a goroutine of the Source's own: a
-// sweep every ReloadInterval (DefaultReloadInterval when 0), and a reload
-// when it sees a change. It stops when ctx ends or Stop is called. A
-// second Start while one runs does nothing.
+// full sweep at once and then every Options.ReloadInterval, file events
+// in between, and a reload when either sees a change. It stops when ctx
+// ends or Stop is called. A second Start while one runs does nothing.
 func (s *Source) Start(ctx context.Context) {
 	s.run.Lock()
 	defer s.run.Unlock()
@@ -130,29 +142,107 @@ func (s *Source) Stop() {
 
 func (s *Source) watch(ctx context.Context, done chan struct{}) {
 	defer close(done)
-	every := s.opts.ReloadInterval
-	if every <= 0 {
-		every = DefaultReloadInterval
+	var n *notifier
+	if !s.opts.PollOnly {
+		var err error
+		if n, err = newNotifier(); err != nil {
+			s.log.Warn("discover: file events unavailable; sweeping only", "root", s.root, "error", err.Error())
+		}
 	}
+	defer func() { n.close() }()
+	// A first full sweep takes the stats the events will be relative to
+	// (and sees any change since the first load).
+	n = s.sweepAndWatch(n, nil)
 	// A timer re-armed after each sweep, not a ticker: a sweep slower than
 	// the interval must not queue the next one behind it.
-	t := time.NewTimer(every)
+	t := time.NewTimer(s.sweepEvery(n))
 	defer t.Stop()
+	var batch <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case ev := <-n.events():
+			n.note(ev)
+			if batch == nil {
+				batch = time.After(eventBatch)
+			}
+			continue
+		case err := <-n.errors():
+			// An overflowed queue lost events: only a full sweep is sure.
+			s.log.Debug("discover: file event error; sweeping everything", "root", s.root, "error", err.Error())
+			n.full = true
+			if batch == nil {
+				batch = time.After(eventBatch)
+			}
+			continue
+		case <-batch:
+			batch = nil
+			c, full := n.take()
+			if full {
+				c = nil
+			} else if c == nil {
+				continue
+			}
+			n = s.sweepAndWatch(n, c)
 		case <-t.C:
+			n = s.sweepAndWatch(n, nil)
 		}
-		s.mu.Lock()
-		start := time.Now()
-		changed := s.reloadLocked(false)
-		s.mu.Unlock()
-		if changed {
-			s.log.Debug("discover: reload took", "root", s.root, "duration", time.Since(start))
-		}
-		t.Reset(every)
+		t.Reset(s.sweepEvery(n))
 	}
+}
+
+// eventBatch is how long file events gather before a sweep: an editor's
+// save is several events, and one sweep should see them all.
+const eventBatch = 20 * time.Millisecond
+
+// DefaultSafetySweep is the full sweep's period while file events work
+// and Options.ReloadInterval is 0: events name what changed, and the
+// sweep is the net for what they miss (an edit behind a symbolic link on
+// another mount, a network file system).
+const DefaultSafetySweep = 10 * time.Second
+
+func (s *Source) sweepEvery(n *notifier) time.Duration {
+	switch {
+	case s.opts.ReloadInterval > 0:
+		return s.opts.ReloadInterval
+	case n != nil:
+		return DefaultSafetySweep
+	}
+	return DefaultReloadInterval
+}
+
+// sweepAndWatch sweeps (only what c names when c is not nil), reloads on
+// a change, and points the watches at the directories that sweep read.
+// Directories it begins to watch are swept once more, as what changed
+// in them before the watch existed sent no event. It returns n, or nil
+// when the watches cannot be set (the sweep then carries on alone).
+func (s *Source) sweepAndWatch(n *notifier, c *changes) *notifier {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	start := time.Now()
+	if s.reloadLocked(false, c) {
+		s.log.Debug("discover: reload took", "root", s.root, "duration", time.Since(start))
+	}
+	for range 3 {
+		if n == nil || s.scan == nil {
+			return n
+		}
+		n.links = s.scan.links
+		added, err := n.sync(s.scan.dirs)
+		if err != nil {
+			s.log.Warn("discover: cannot watch the config directories; sweeping only", "root", s.root,
+				"every", DefaultReloadInterval.String(), "error", err.Error())
+			n.close()
+			return nil
+		}
+		if len(added) == 0 {
+			return n
+		}
+		c = newChanges(added)
+		s.reloadLocked(false, c)
+	}
+	return n
 }
 
 // Err is the last reload's error: nil when the last load succeeded (or
@@ -172,7 +262,7 @@ func (s *Source) Err() error {
 func (s *Source) Reload() (changed bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.reloadLocked(false), s.Err()
+	return s.reloadLocked(false, nil), s.Err()
 }
 
 // ForceReload loads the root again whether or not the sweep sees a change
@@ -181,13 +271,25 @@ func (s *Source) Reload() (changed bool, err error) {
 func (s *Source) ForceReload() (changed bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.reloadLocked(true), s.Err()
+	return s.reloadLocked(true, nil), s.Err()
 }
 
-func (s *Source) reloadLocked(force bool) bool {
-	if !force {
+// reloadLocked sweeps and loads if the sweep saw a change (always, with
+// force). c, when not nil, names all that changed since the last sweep:
+// the sweep then stats and lists only that, taking the rest from the
+// last sweep (unless it met a symbolic link).
+func (s *Source) reloadLocked(force bool, c *changes) bool {
+	switch {
+	case !force && c != nil && s.scan != nil && !s.scan.links:
+		// The events named what changed: no sweep, the load scans only
+		// that and takes the rest from the last scan.
+		s.cache.memo, s.cache.memoAt = s.scan.withChanges(c), time.Now().UnixNano()
+		s.scan = newScanMemo()
+		s.cache.save = s.scan
+	case !force:
 		memo, at := newScanMemo(), time.Now().UnixNano()
-		fp, newest := sweep(s.root, s.triedAt, memo)
+		fp, newest := sweep(s.root, s.triedAt, nil, memo)
+		s.scan = memo
 		racy := newest >= s.triedStart-int64(racyWindow) && newest <= time.Now().UnixNano()+int64(racyWindow)
 		if fp == s.tried && !racy {
 			return false
@@ -266,14 +368,14 @@ func (s *Source) logBrokenPacks(prev, snap *Snapshot) {
 
 // sweep is the stat-only scan of root that Load also runs, hashed. When
 // memo is not nil it keeps the scan's stats and listings in it.
-func sweep(root string, sp scanPaths, memo *scanMemo) ([sha256.Size]byte, int64) {
+func sweep(root string, sp scanPaths, use, memo *scanMemo) ([sha256.Size]byte, int64) {
 	r, err := os.OpenRoot(root)
 	if err != nil {
 		return fingerprint([]stamp{{kind: 'e', err: err.Error()}})
 	}
 	defer r.Close()
 	t := tree{root: r}
-	sc := scanner{save: memo, stamps: make([]stamp, 0, sp.stamps)}
+	sc := scanner{use: use, save: memo, stamps: make([]stamp, 0, sp.stamps)}
 	sc.scanFixed(t)
 	conf := sc.scanConfigured(t, sp, ConfigFile, nil)
 	for _, o := range conf.opened {

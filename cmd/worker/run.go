@@ -34,7 +34,8 @@ type runCmd struct {
 	Strict         bool          `help:"Refuse to start when the config root has a problem worker validate would report." env:"ROLECALL_STRICT"`
 	Listen         string        `help:"Listen address of the embedded NATS server." default:"127.0.0.1:4222" env:"ROLECALL_EMBEDDED_LISTEN"`
 	DrainTimeout   time.Duration `help:"How long SIGINT/SIGTERM may take to finish in-flight tasks." default:"30s" env:"ROLECALL_DRAIN_TIMEOUT"`
-	ReloadInterval time.Duration `help:"How often a background sweep checks the config root for changes (tasks never wait for it)." default:"500ms" env:"ROLECALL_RELOAD_INTERVAL"`
+	ReloadInterval time.Duration `help:"How often a background sweep stats every file of the config root (tasks never wait for it). Default: 10s while file events name the changes, 500ms with --no-file-events or where events are unavailable." env:"ROLECALL_RELOAD_INTERVAL"`
+	FileEvents     bool          `help:"Watch the config root's directories for file events (inotify) and reload what they name at once; the sweep stays as the safety net. Turn off on network file systems, which send no events." default:"true" negatable:"" env:"ROLECALL_FILE_EVENTS"`
 	Replicas       int           `help:"Stream and consumer replicas." env:"ROLECALL_REPLICAS"`
 	MaxDeliver     int           `help:"Deliveries of one task before the dead-letter path answers it." env:"ROLECALL_MAX_DELIVER"`
 	AckWait        time.Duration `help:"Time a task may stay unacknowledged before redelivery." env:"ROLECALL_ACK_WAIT"`
@@ -58,7 +59,7 @@ func (c *runCmd) Run(ctx context.Context, g *globals) error {
 		return err
 	}
 	opts := g.discoverOptions()
-	opts.ReloadInterval = c.ReloadInterval
+	opts.ReloadInterval, opts.PollOnly = c.ReloadInterval, !c.FileEvents
 	src, err := discover.NewSource(g.Root, opts, log)
 	if err != nil {
 		return fmt.Errorf("load config root %s: %w", g.Root, err)
