@@ -232,6 +232,15 @@ func newScanMemo() *scanMemo {
 	return &scanMemo{stats: map[string]statResult{}, lists: map[string]listResult{}, dirs: map[string]string{}}
 }
 
+// size is how many stamps a scan answered from m takes, about.
+func (m *scanMemo) size() int {
+	n := len(m.stats)
+	for _, r := range m.lists {
+		n += len(r.ents)
+	}
+	return n
+}
+
 // withChanges is m for a sweep that trusts everything in it but what
 // the events named.
 func (m *scanMemo) withChanges(c *changes) *scanMemo {
@@ -458,7 +467,7 @@ func (s *scanner) profiles(t tree, dir string) ([]cand, *Error) {
 	if err != nil || !ok {
 		return nil, err
 	}
-	var out []cand
+	out := make([]cand, 0, len(ents))
 	for _, e := range ents {
 		n := e.Name()
 		name := path.Join(dir, n)

@@ -160,6 +160,10 @@ func loadCached(rootPath string, fsys fs.FS, opts Options, cache *parseCache) *l
 		brokenRoles: map[string]bool{}, brokenModes: map[string]bool{}, brokenPacks: map[string]bool{}, brokenProfiles: map[string]bool{},
 	}
 	l.started = time.Now().UnixNano()
+	if cache != nil {
+		// About as many files as the load before read.
+		l.files = make([]fileRec, 0, len(cache.prev)+8)
+	}
 	// A sweep's scan serves this load only (taken even if the root fails
 	// to open, so no later load sees it stale).
 	memo, save, memoAt := l.cache.takeMemo()
@@ -185,7 +189,7 @@ func loadCached(rootPath string, fsys fs.FS, opts Options, cache *parseCache) *l
 		// The tree as the sweep just saw it: the cache's racy check must
 		// count from when that sweep began.
 		sc.use, sc.save, l.started = memo, save, memoAt
-		sc.stamps = make([]stamp, 0, len(memo.stats)+len(memo.lists))
+		sc.stamps = make([]stamp, 0, memo.size())
 	}
 	// ${file:…} targets are stat'ed before they are read, into their own
 	// scan: their stamps join the others, sorted, when the load ends, in
@@ -439,7 +443,14 @@ func (l *loader) loadCatalog(roles, modes []cand) {
 // A name seen twice (either layout, any root) is profile_duplicate naming
 // both files; the first file stays loaded.
 func (l *loader) loadProfiles(roots [][]cand) {
-	first := map[string]string{}
+	n := 0
+	for _, cands := range roots {
+		n += len(cands)
+	}
+	first := make(map[string]string, n)
+	if len(l.profiles) == 0 {
+		l.profiles = make(map[string]*Profile, n)
+	}
 	for _, cands := range roots {
 		for _, c := range cands {
 			if prev, dup := first[c.stem]; dup {
@@ -520,6 +531,7 @@ func (l *loader) snapshot() *Snapshot {
 		s.Files[i] = Origin{File: f.path}
 	}
 	sortErrors(s.Warnings)
+	s.profileList = make([]resolve.ExternalProfile, 0, len(l.profiles))
 	for _, name := range sortedKeys(l.profiles) {
 		s.profileList = append(s.profileList, l.profiles[name].ExternalProfile)
 	}
