@@ -339,3 +339,64 @@ func TestSourceReloadsMixinsAndPlaceholderFiles(t *testing.T) {
 		t.Errorf("%d broken-pack warnings, want 3 (solo at start, then base and team)", n)
 	}
 }
+
+// waitFor polls until ok holds, failing after 5 s with what.
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 5s: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// With the safety sweep an hour away, file events alone must show what
+// is written into directories that did not exist when the watcher
+// started: a packs/ created after start, and a profile directory, each
+// filled right after it was made (before its watch can exist).
+func TestEventsSeeNewDirectories(t *testing.T) {
+	dir := copyRoot(t, "")
+	src, _ := newSource(t, dir, time.Hour)
+	src.Start(t.Context())
+	defer src.Stop()
+	time.Sleep(100 * time.Millisecond) // the watcher's first sweep
+	writeFile(t, dir, "packs/late.yaml", "roles:\n  architect:\n    model: late\n")
+	waitFor(t, "packs/late.yaml, created with packs/", func() bool { return src.Snapshot().Packs["late"] != nil })
+	writeFile(t, dir, "packs/later.yaml", "roles:\n  architect:\n    model: later\n")
+	waitFor(t, "packs/later.yaml, in the now watched packs/", func() bool { return src.Snapshot().Packs["later"] != nil })
+	writeFile(t, dir, "agents/nested/nested.md", "---\ndisposition: replacement\n---\nNested.\n")
+	waitFor(t, "agents/nested/nested.md", func() bool { return src.Snapshot().Profiles["nested"] != nil })
+	writeFile(t, dir, "agents/nested/nested.md", "---\ndisposition: replacement\n---\nEdited.\n")
+	waitFor(t, "the edit of agents/nested/nested.md", func() bool {
+		p := src.Snapshot().Profiles["nested"]
+		return p != nil && p.Body == "Edited.\n"
+	})
+	os.RemoveAll(filepath.Join(dir, "packs"))
+	waitFor(t, "packs/ removed", func() bool { return len(src.Snapshot().Packs) > 0 && src.Snapshot().Packs["late"] == nil })
+}
+
+// A ConfigMap swap changes no name the load reads: only the ..data
+// rename shows as an event. Once a scan has met a symbolic link, an
+// event triggers a full sweep, so events alone still see the swap.
+func TestEventsSeeConfigMapSwap(t *testing.T) {
+	dir := copyRoot(t, "")
+	packs := filepath.Join(dir, "packs")
+	writeFile(t, packs, "..v1/team.yaml", "roles:\n  architect:\n    model: v1\n")
+	symlink(t, "..v1", packs, "..data")
+	symlink(t, "..data/team.yaml", packs, "team.yaml")
+	src, _ := newSource(t, dir, time.Hour)
+	src.Start(t.Context())
+	defer src.Stop()
+	time.Sleep(100 * time.Millisecond)
+	writeFile(t, packs, "..v2/team.yaml", "roles:\n  architect:\n    model: v2\n")
+	symlink(t, "..v2", packs, "..data_tmp")
+	if err := os.Rename(filepath.Join(packs, "..data_tmp"), filepath.Join(packs, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the ..data swap", func() bool {
+		p := src.Snapshot().Packs["team"]
+		return p != nil && *p.Pack.Roles["architect"].Model == "v2"
+	})
+}
