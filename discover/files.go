@@ -205,6 +205,9 @@ func newChanges(paths []string) *changes {
 	return c
 }
 
+// holds reports whether the directory dir holds a changed path.
+func (c *changes) holds(dir string) bool { return c != nil && c.dirs[dir] }
+
 // has reports whether key is a changed path or lies below one.
 func (c *changes) has(key string) bool {
 	if c == nil {
@@ -364,12 +367,12 @@ func (s *scanner) list(t tree, dir string, code resolve.Code) ([]fs.DirEntry, bo
 		r, kept = s.use.lists[key]
 	}
 	switch {
-	case kept && s.use.changed.has(display):
+	case !kept || s.use.changed.has(display):
 		ents, lerr = s.readDir(t, dir, code)
-	case kept && s.use.changed != nil && s.use.changed.dirs[display] && r.err == nil && t.root != nil:
-		ents, lerr = s.relist(t, dir, code, r.ents)
-	case kept && (s.use.changed == nil || !s.use.changed.dirs[display]):
+	case !s.use.changed.holds(display):
 		ents, lerr = r.ents, r.err
+	case r.err == nil && t.root != nil:
+		ents, lerr = s.relist(t, dir, code, r.ents)
 	default:
 		ents, lerr = s.readDir(t, dir, code)
 	}
