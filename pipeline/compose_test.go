@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/go-json-experiment/json"
 
 	"github.com/rolecall/rolecall/discover"
@@ -30,13 +31,15 @@ func writeFiles(t *testing.T, root string, files map[string]string) {
 	}
 }
 
-func resolvedOf(t *testing.T, o outcome) events.ResolvedData {
+// resolvedOf is the data of a resolved outcome event; any other fails
+// the test.
+func resolvedOf(t *testing.T, ev event.Event) events.ResolvedData {
 	t.Helper()
-	if o.ev.Type() != events.TypeSpecResolved {
-		t.Fatalf("outcome type %s, want resolved; data %s", o.ev.Type(), o.ev.Data())
+	if ev.Type() != events.TypeSpecResolved {
+		t.Fatalf("outcome type %s, want resolved; data %s", ev.Type(), ev.Data())
 	}
 	var r events.ResolvedData
-	if err := json.Unmarshal(o.ev.Data(), &r); err != nil {
+	if err := json.Unmarshal(ev.Data(), &r); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -60,7 +63,7 @@ func TestCompositionHotReload(t *testing.T) {
 	check := func(n int, w want) {
 		t.Helper()
 		h.submit(`{"task_id":"T-`+string(rune('a'+n))+`","role":"architect","pack":"team"}`, false)
-		r := resolvedOf(t, h.waitOutcomes(n+1, 10*time.Second)[n])
+		r := resolvedOf(t, h.waitOutcomes(n+1, 10*time.Second)[n].ev)
 		effort := "<none>"
 		if r.Effort != nil {
 			effort = *r.Effort
@@ -152,7 +155,7 @@ func TestBrokenPacksFailTheirTasksOnly(t *testing.T) {
 	for _, c := range cases {
 		o := byTask["T-"+c.pack]
 		if c.code == "" {
-			if r := resolvedOf(t, o); r.Model != "m" {
+			if r := resolvedOf(t, o.ev); r.Model != "m" {
 				t.Errorf("%s: model %q", c.pack, r.Model)
 			}
 			continue

@@ -444,7 +444,7 @@ func TestLargePromptFits(t *testing.T) {
 	h.start(loadSource(t, emptyRoot(t)), pipeline.Options{})
 	h.submit(`{"task_id":"T-big","role":"architect","overrides":{"extra_prompt":"`+strings.Repeat("y", 200<<10)+`"}}`, false)
 	o := h.waitOutcomes(1, 10*time.Second)[0]
-	r := resolvedOf(t, o)
+	r := resolvedOf(t, o.ev)
 	if r.Decision == nil || !strings.Contains(string(r.Decision.Task), strings.Repeat("y", 200<<10)) {
 		t.Errorf("the decision does not record the task as decoded")
 	}

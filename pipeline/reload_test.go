@@ -94,7 +94,7 @@ func TestTaskDuringReload(t *testing.T) {
 	// The reload is under way and cannot finish: this task must not wait.
 	during := h.submit(`{"task_id":"T-during","role":"architect","pack":"team"}`, false)
 	outs := h.waitOutcomes(1, 10*time.Second)
-	if got := resolvedOf(t, outs[0]).Model; got != "model-old" {
+	if got := resolvedOf(t, outs[0].ev).Model; got != "model-old" {
 		t.Errorf("task during the reload: model %q, want model-old (the snapshot being served)", got)
 	}
 	checkCitedDigest(t, outs[0], old.Digest)
@@ -103,7 +103,7 @@ func TestTaskDuringReload(t *testing.T) {
 	next := awaitNewSnapshot(t, src, old)
 	after := h.submit(`{"task_id":"T-after","role":"architect","pack":"team"}`, false)
 	outs = h.waitOutcomes(2, 10*time.Second)
-	if got := resolvedOf(t, outs[1]).Model; got != "model-new-longer" {
+	if got := resolvedOf(t, outs[1].ev).Model; got != "model-new-longer" {
 		t.Errorf("task after the reload: model %q, want model-new-longer", got)
 	}
 	checkCitedDigest(t, outs[1], next.Digest)
@@ -138,7 +138,7 @@ func TestTasksDuringContinuousEdits(t *testing.T) {
 	outs := h.outcomes()
 	exactlyOnce(t, ids, outs)
 	for _, o := range outs {
-		r := resolvedOf(t, o)
+		r := resolvedOf(t, o.ev)
 		n := r.Model[len("model-"):]
 		if want := "edit " + n; !strings.Contains(r.PromptBody, want) {
 			t.Errorf("task %s: model %s with a prompt from another edit (no %q)", r.TaskID, r.Model, want)

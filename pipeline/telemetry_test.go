@@ -430,18 +430,6 @@ func checkOutcomeTrace(t *testing.T, o telOutcome, tp, ts string) {
 	}
 }
 
-func resolvedData(t *testing.T, o telOutcome) events.ResolvedData {
-	t.Helper()
-	if o.ev.Type() != events.TypeSpecResolved {
-		t.Fatalf("outcome type %s, want resolved; data %s", o.ev.Type(), o.ev.Data())
-	}
-	var r events.ResolvedData
-	if err := json.Unmarshal(o.ev.Data(), &r); err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
 // TestTraceTree: a resolved task yields rolecall.process (consumer, parent =
 // the incoming context) with the five stage children, the §8 attributes,
 // and an outcome whose traceparent is the publish span, wherever the task
@@ -519,7 +507,7 @@ func TestTraceTree(t *testing.T) {
 				t.Errorf("process status %v, want unset", st.proc.Status())
 			}
 			out := outs[ids[i]]
-			data := resolvedData(t, out)
+			data := resolvedOf(t, out.ev)
 			wantAttrs := r.conventions(map[string]string{
 				telemetry.AttrMessagingSystem:      "nats",
 				telemetry.AttrMessagingDestination: "rolecall.tasks.test",

@@ -42,12 +42,12 @@ func TestTierResolutionFollowsTheCatalog(t *testing.T) {
 
 	task := `{"task_id":"T-%s","role":"architect","overrides":{"model":"tier:cheap"}}`
 	h.submit(fmt.Sprintf(task, "a"), false)
-	first := resolvedOf(t, h.waitOutcomes(1, 10*time.Second)[0])
+	first := resolvedOf(t, h.waitOutcomes(1, 10*time.Second)[0].ev)
 
 	writeCatalog("model-two-longer")
 	awaitNewSnapshot(t, src, prev)
 	h.submit(fmt.Sprintf(task, "b"), true)
-	second := resolvedOf(t, h.waitOutcomes(2, 10*time.Second)[1])
+	second := resolvedOf(t, h.waitOutcomes(2, 10*time.Second)[1].ev)
 	secondDigest := src.Snapshot().Models.Digest
 
 	for _, c := range []struct {
@@ -104,7 +104,7 @@ func TestSkillOutcomes(t *testing.T) {
 			}
 			continue
 		}
-		res := resolvedOf(t, got)
+		res := resolvedOf(t, got.ev)
 		names := []string{}
 		for _, s := range res.Skills {
 			names = append(names, s.Name)
