@@ -20,7 +20,7 @@ var DecodeSkill = decodeSkill
 // reload).
 func SweepMatchesLoad(root string) bool {
 	l := load(root, Options{})
-	fp, _ := sweep(root, l.scan, nil, nil)
+	fp, _ := sweep(root, l.scan, nil)
 	return fp == l.fp
 }
 

@@ -172,9 +172,10 @@ type scanner struct {
 // have seen. Only paths the sweep covered are answered; a path that a
 // changed rolecall.yaml adds is scanned afresh.
 //
-// The Source also keeps the last sweep's memo for the next one: when
-// file events name what changed (notify.go), that sweep re-stats only the
-// paths in dirty and re-reads only the listings of their directories.
+// The Source also keeps the last scan's memo: when file events name what
+// changed (notify.go), the next load answers from it all but those paths
+// (changed), which it stats again, and the listings of their
+// directories, which it patches (relist).
 type scanMemo struct {
 	stats map[string]statResult
 	lists map[string]listResult
@@ -185,7 +186,7 @@ type scanMemo struct {
 	// no watched directory, so events then only trigger full sweeps.
 	links bool
 	// changed is what file events named since the scan; none of it is
-	// reused. Set only on the memo an incremental sweep uses.
+	// reused. Set only on the memo a load on file events uses.
 	changed *changes
 }
 
@@ -244,8 +245,8 @@ func (m *scanMemo) size() int {
 	return n
 }
 
-// withChanges is m for a sweep that trusts everything in it but what
-// the events named.
+// withChanges is m for a scan that trusts everything in it but what the
+// events named.
 func (m *scanMemo) withChanges(c *changes) *scanMemo {
 	u := *m
 	u.changed = c

@@ -10,13 +10,13 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
-// maxChanges bounds the paths one incremental sweep re-stats; a burst of
+// maxChanges bounds the paths one load on file events re-stats; a burst of
 // events beyond it (a checkout, a copy of a whole tree) gets a full sweep.
 const maxChanges = 256
 
-// notifier watches the directories the last sweep read and turns their
+// notifier watches the directories the last scan read and turns their
 // file events into the display paths those events name (files.go,
-// changes). It only says where to look: the sweep still stats what it
+// changes). It only says where to look: the load still stats what it
 // names, and a full sweep still runs now and then as the safety net.
 type notifier struct {
 	w *fsnotify.Watcher
@@ -26,7 +26,7 @@ type notifier struct {
 	// for a full sweep (an event that cannot be narrowed down).
 	paths map[string]bool
 	full  bool
-	// links: the last sweep met a symbolic link (note).
+	// links: the last scan met a symbolic link (note).
 	links bool
 }
 
@@ -79,7 +79,7 @@ func (n *notifier) sync(want map[string]string) ([]string, error) {
 			continue
 		}
 		if err := n.w.Add(dir); err != nil {
-			if isNotExist(err) {
+			if errors.Is(err, fs.ErrNotExist) {
 				continue // removed since the sweep; its parent's event says so
 			}
 			return nil, err
@@ -90,7 +90,7 @@ func (n *notifier) sync(want map[string]string) ([]string, error) {
 	return added, nil
 }
 
-// note records what ev names. When the last sweep met a symbolic link,
+// note records what ev names. When the last scan met a symbolic link,
 // an edit may show only as an event on something the scan never reads
 // (the ..data swap of a Kubernetes ConfigMap volume): then any event asks
 // for a full sweep.
@@ -131,5 +131,3 @@ func (n *notifier) take() (c *changes, full bool) {
 	n.full = false
 	return c, full
 }
-
-func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }

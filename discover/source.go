@@ -60,8 +60,8 @@ type Source struct {
 	triedStart int64
 	triedErr   string
 	cache      *parseCache
-	// scan is the last sweep's stats and listings, the base of the next
-	// incremental sweep.
+	// scan is the last scan's stats and listings (a sweep's, or the load's
+	// on file events): what the next load on file events starts from.
 	scan *scanMemo
 
 	run sync.Mutex // guards stop and done
@@ -158,23 +158,24 @@ func (s *Source) watch(ctx context.Context, done chan struct{}) {
 	t := time.NewTimer(s.sweepEvery(n))
 	defer t.Stop()
 	var batch <-chan time.Time
+	gather := func() {
+		if batch == nil {
+			batch = time.After(eventBatch)
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case ev := <-n.events():
 			n.note(ev)
-			if batch == nil {
-				batch = time.After(eventBatch)
-			}
+			gather()
 			continue
 		case err := <-n.errors():
 			// An overflowed queue lost events: only a full sweep is sure.
 			s.log.Debug("discover: file event error; sweeping everything", "root", s.root, "error", err.Error())
 			n.full = true
-			if batch == nil {
-				batch = time.After(eventBatch)
-			}
+			gather()
 			continue
 		case <-batch:
 			batch = nil
@@ -212,9 +213,10 @@ func (s *Source) sweepEvery(n *notifier) time.Duration {
 	return DefaultReloadInterval
 }
 
-// sweepAndWatch sweeps (only what c names when c is not nil), reloads on
-// a change, and points the watches at the directories that sweep read.
-// Directories it begins to watch are swept once more, as what changed
+// sweepAndWatch sweeps and reloads on a change (or, when c names what
+// changed, loads re-statting only that), and points the watches at the
+// directories that scan read. Directories it begins to watch are
+// scanned once more, as what changed
 // in them before the watch existed sent no event. It returns n, or nil
 // when the watches cannot be set (the sweep then carries on alone).
 func (s *Source) sweepAndWatch(n *notifier, c *changes) *notifier {
@@ -232,7 +234,7 @@ func (s *Source) sweepAndWatch(n *notifier, c *changes) *notifier {
 		added, err := n.sync(s.scan.dirs)
 		if err != nil {
 			s.log.Warn("discover: cannot watch the config directories; sweeping only", "root", s.root,
-				"every", DefaultReloadInterval.String(), "error", err.Error())
+				"every", s.sweepEvery(nil).String(), "error", err.Error())
 			n.close()
 			return nil
 		}
@@ -275,9 +277,9 @@ func (s *Source) ForceReload() (changed bool, err error) {
 }
 
 // reloadLocked sweeps and loads if the sweep saw a change (always, with
-// force). c, when not nil, names all that changed since the last sweep:
-// the sweep then stats and lists only that, taking the rest from the
-// last sweep (unless it met a symbolic link).
+// force). c, when not nil, names all that changed since the last scan:
+// then there is no sweep, and the load stats and lists only that, taking
+// the rest from the last scan (unless that scan met a symbolic link).
 func (s *Source) reloadLocked(force bool, c *changes) bool {
 	switch {
 	case !force && c != nil && s.scan != nil && !s.scan.links:
@@ -288,7 +290,7 @@ func (s *Source) reloadLocked(force bool, c *changes) bool {
 		s.cache.save = s.scan
 	case !force:
 		memo, at := newScanMemo(), time.Now().UnixNano()
-		fp, newest := sweep(s.root, s.triedAt, nil, memo)
+		fp, newest := sweep(s.root, s.triedAt, memo)
 		s.scan = memo
 		racy := newest >= s.triedStart-int64(racyWindow) && newest <= time.Now().UnixNano()+int64(racyWindow)
 		if fp == s.tried && !racy {
@@ -368,14 +370,14 @@ func (s *Source) logBrokenPacks(prev, snap *Snapshot) {
 
 // sweep is the stat-only scan of root that Load also runs, hashed. When
 // memo is not nil it keeps the scan's stats and listings in it.
-func sweep(root string, sp scanPaths, use, memo *scanMemo) ([sha256.Size]byte, int64) {
+func sweep(root string, sp scanPaths, memo *scanMemo) ([sha256.Size]byte, int64) {
 	r, err := os.OpenRoot(root)
 	if err != nil {
 		return fingerprint([]stamp{{kind: 'e', err: err.Error()}})
 	}
 	defer r.Close()
 	t := tree{root: r}
-	sc := scanner{use: use, save: memo, stamps: make([]stamp, 0, sp.stamps)}
+	sc := scanner{save: memo, stamps: make([]stamp, 0, sp.stamps)}
 	sc.scanFixed(t)
 	conf := sc.scanConfigured(t, sp, ConfigFile, nil)
 	for _, o := range conf.opened {
