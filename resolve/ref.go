@@ -51,15 +51,21 @@ func ParseRoleToken(token string) (RoleRef, error) {
 // and every non-ASCII look-alike, so a name can be used as a file stem
 // without further checks. field names the task field for Subject.
 func ValidateName(field, name string) error {
-	if msg := nameProblem(name); msg != "" {
-		return &ResolutionError{
-			Code:    CodeTaskInvalid,
-			Subject: field,
-			Details: map[string]any{"field": field, "value": printable(name)},
-			Message: fmt.Sprintf("%s %s", field, msg),
-		}
+	return invalidField(field, name, nameProblem(name))
+}
+
+// invalidField is the task_invalid error of a field whose value has
+// problem msg (nil when msg is empty).
+func invalidField(field, value, msg string) error {
+	if msg == "" {
+		return nil
 	}
-	return nil
+	return &ResolutionError{
+		Code:    CodeTaskInvalid,
+		Subject: field,
+		Details: map[string]any{"field": field, "value": printable(value)},
+		Message: field + " " + msg,
+	}
 }
 
 func nameProblem(name string) string {

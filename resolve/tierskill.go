@@ -52,15 +52,7 @@ const MaxSkillPatternLen = 2 * MaxNameLen
 // resolution with skill_unmatched, as any pattern matching nothing does.
 // field names the offending field for Subject.
 func ValidateSkillPattern(field, pattern string) error {
-	if msg := skillPatternProblem(pattern); msg != "" {
-		return &ResolutionError{
-			Code:    CodeTaskInvalid,
-			Subject: field,
-			Details: map[string]any{"field": field, "value": printable(pattern)},
-			Message: fmt.Sprintf("%s %s", field, msg),
-		}
-	}
-	return nil
+	return invalidField(field, pattern, skillPatternProblem(pattern))
 }
 
 func skillPatternProblem(p string) string {
