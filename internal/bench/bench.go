@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -630,12 +632,6 @@ func (e *env) pipelineLoop(o Options, name string, horizon time.Duration) loop {
 	}}
 }
 
-// isResolvedSubject tells resolved outcomes from failed ones.
-func isResolvedSubject(prefix, subject string) bool {
-	p := prefix + ".specs.resolved."
-	return len(subject) > len(p) && subject[:len(p)] == p
-}
-
 // streamNames are the streams a loop's run may create: the idempotency
 // store's too (a KV bucket is the stream KV_<bucket>), so that no run
 // finds another's records.
@@ -962,7 +958,6 @@ func (e *env) collect(ctx context.Context, cfg pipeline.Config, tasks []task, se
 
 	outcomes := make([]time.Time, len(tasks))
 	lat := make([]time.Duration, 0, len(tasks))
-	var first, last time.Time
 	var problems []string
 	outBytes := 0
 	err = e.readStream(ctx, cfg.SpecsStream, len(tasks), func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
@@ -981,23 +976,17 @@ func (e *env) collect(ctx context.Context, cfg pipeline.Config, tasks []task, se
 		if want := cfg.Prefix + expectedSubject[tasks[i].kind]; m.Subject() != want && len(problems) < 10 {
 			problems = append(problems, fmt.Sprintf("%s task %s: outcome on %s, want %s", tasks[i].kind, tasks[i].id, m.Subject(), want))
 		}
-		if isResolvedSubject(cfg.Prefix, m.Subject()) {
+		if strings.HasPrefix(m.Subject(), cfg.Prefix+".specs.resolved.") {
 			st.Resolved++
 		} else {
 			st.Failed++
 		}
-		if s, ok := m.Headers()[outcomeSizeHeader]; ok && len(s) > 0 {
-			outBytes += atoiOr(s[0], 0)
-		}
-		lat = append(lat, md.Timestamp.Sub(enqueued[i]))
+		size, _ := strconv.Atoi(m.Headers().Get(outcomeSizeHeader))
+		outBytes += size
+		d := md.Timestamp.Sub(enqueued[i])
+		lat = append(lat, d)
 		if row != nil {
-			row(enqueued[i], md.Timestamp.Sub(enqueued[i]))
-		}
-		if first.IsZero() || md.Timestamp.Before(first) {
-			first = md.Timestamp
-		}
-		if md.Timestamp.After(last) {
-			last = md.Timestamp
+			row(enqueued[i], d)
 		}
 		return nil
 	})
@@ -1013,7 +1002,9 @@ func (e *env) collect(ctx context.Context, cfg pipeline.Config, tasks []task, se
 		return fmt.Errorf("%w (%s: %d outcomes for %d tasks): %v", ErrIncomplete, st.Loop, st.Outcomes, len(tasks), problems)
 	}
 	st.Latency = latencyOf(lat)
-	if span := last.Sub(first); span > 0 && len(tasks) > 1 {
+	// Every task has its one outcome: the span is from the earliest to the latest.
+	span := slices.MaxFunc(outcomes, time.Time.Compare).Sub(slices.MinFunc(outcomes, time.Time.Compare))
+	if span > 0 && len(tasks) > 1 {
 		st.Seconds = span.Seconds()
 		st.Throughput = float64(len(tasks)-1) / span.Seconds()
 	}
@@ -1057,21 +1048,6 @@ func (e *env) readStream(ctx context.Context, name string, n int, each func(jets
 		read += got
 	}
 	return nil
-}
-
-func atoiOr(s string, def int) int {
-	n := 0
-	if s == "" {
-		return def
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return def
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n
 }
 
 // startProfile starts a CPU profile into the writer open gives for this
