@@ -2,8 +2,6 @@ package discover
 
 import (
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
 	"slices"
 	"strings"
 
@@ -178,7 +176,6 @@ func newDecisionIndex(s *Snapshot, files []fileRec, sum func(fileRec) *string) *
 
 // fileDigest is "sha256:" and the hex SHA-256 of data.
 func fileDigest(data []byte) *string {
-	sum := sha256.Sum256(data)
-	d := resolve.DigestPrefix + hex.EncodeToString(sum[:])
+	d := bytesDigest(data)
 	return &d
 }

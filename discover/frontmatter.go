@@ -20,7 +20,7 @@ type frontmatter struct {
 // before the opening line is ignored.
 func splitFrontmatter(path string, code resolve.Code, data []byte) (*frontmatter, *Error) {
 	data = bytes.TrimPrefix(data, []byte("\xEF\xBB\xBF"))
-	first, rest, ok := cutLine(data)
+	first, rest, ok := bytes.Cut(data, []byte("\n"))
 	if !isFence(first) {
 		return nil, &Error{Code: code, File: path, Line: 1, Message: "missing frontmatter: the file must start with a --- line"}
 	}
@@ -30,7 +30,7 @@ func splitFrontmatter(path string, code resolve.Code, data []byte) (*frontmatter
 	line := 2
 	start := rest
 	for len(rest) > 0 {
-		l, after, hasNL := cutLine(rest)
+		l, after, hasNL := bytes.Cut(rest, []byte("\n"))
 		if isFence(l) {
 			fm := start[:len(start)-len(rest)]
 			body := string(after)
@@ -47,15 +47,6 @@ func splitFrontmatter(path string, code resolve.Code, data []byte) (*frontmatter
 		line++
 	}
 	return nil, &Error{Code: code, File: path, Line: 1, Message: "frontmatter opened at line 1 is never closed by a --- line"}
-}
-
-// cutLine returns the first line without its newline, the rest, and
-// whether a newline ended the line.
-func cutLine(b []byte) (line, rest []byte, nl bool) {
-	if i := bytes.IndexByte(b, '\n'); i >= 0 {
-		return b[:i], b[i+1:], true
-	}
-	return b, nil, false
 }
 
 func isFence(line []byte) bool {

@@ -2,6 +2,8 @@ package discover
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/rolecall/rolecall/resolve"
 )
@@ -175,12 +177,9 @@ func quoteNames(names []string) string {
 	if len(names) == 0 {
 		return "none"
 	}
-	out := ""
+	quoted := make([]string, len(names))
 	for i, n := range names {
-		if i > 0 {
-			out += ", "
-		}
-		out += fmt.Sprintf("%q", n)
+		quoted[i] = strconv.Quote(n)
 	}
-	return out
+	return strings.Join(quoted, ", ")
 }

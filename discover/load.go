@@ -238,7 +238,7 @@ func loadCached(rootPath string, fsys fs.FS, opts Options, cache *parseCache) *l
 		l.stamps = stampsByPath(sc.stamps)
 	}
 
-	_, hasDefault := findStem(fixed.packs, "default")
+	hasDefault := slices.ContainsFunc(fixed.packs, func(c cand) bool { return c.stem == DefaultPack })
 	l.useBuiltins(!fixed.hasCatalog, !hasDefault)
 	if fixed.hasCatalog {
 		l.loadCatalog(fixed.roles, fixed.modes)
@@ -494,15 +494,6 @@ func legacyWarning(p *Profile, reject bool) *Error {
 		Code: resolve.Code(resolve.DiagnosticLegacyProfileReplacement), File: p.Origin.File, Line: 1, Subject: p.Name,
 		Message: fmt.Sprintf("External profile '%s' has no disposition; treating it as 'replacement' during the compatibility window.", p.Name),
 	}
-}
-
-func findStem(cands []cand, stem string) (cand, bool) {
-	for _, c := range cands {
-		if c.stem == stem {
-			return c, true
-		}
-	}
-	return cand{}, false
 }
 
 func (l *loader) snapshot() *Snapshot {

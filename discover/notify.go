@@ -3,8 +3,10 @@ package discover
 import (
 	"errors"
 	"io/fs"
+	"maps"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/fsnotify/fsnotify"
@@ -121,11 +123,7 @@ func (n *notifier) note(ev fsnotify.Event) {
 func (n *notifier) take() (c *changes, full bool) {
 	full = n.full
 	if !full && len(n.paths) > 0 {
-		paths := make([]string, 0, len(n.paths))
-		for p := range n.paths {
-			paths = append(paths, p)
-		}
-		c = newChanges(paths)
+		c = newChanges(slices.Collect(maps.Keys(n.paths)))
 	}
 	clear(n.paths)
 	n.full = false

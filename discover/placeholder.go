@@ -131,13 +131,10 @@ func (x *expander) expand(s, file string, line int, key string, code resolve.Cod
 
 // env looks name up when the allowlist admits it.
 func (x *expander) env(name, token, file string, line int, key string) (string, *Error) {
-	allowed := false
-	for _, g := range x.allow {
-		if ok, _ := path.Match(g, name); ok {
-			allowed = true
-			break
-		}
-	}
+	allowed := slices.ContainsFunc(x.allow, func(g string) bool {
+		ok, _ := path.Match(g, name)
+		return ok
+	})
 	if !allowed {
 		list := "none"
 		if len(x.allow) > 0 {

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -223,7 +224,7 @@ func (d *ydoc) fields(n *yaml.Node, path string, known []string, ext *map[string
 			(*ext)[p.key] = v
 			continue
 		}
-		if !contains(known, p.key) {
+		if !slices.Contains(known, p.key) {
 			return d.errAt(p.k, key, "unknown key (allowed: %s)", strings.Join(known, ", "))
 		}
 		if isNull(p.v) {
@@ -244,15 +245,6 @@ func join(path, key string) string {
 		return key
 	}
 	return path + "." + key
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
@@ -530,11 +522,4 @@ func (d *ydoc) rules(n *yaml.Node, key string) (map[string][]string, *Error) {
 	return out, nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
