@@ -153,19 +153,16 @@ func openBundles(ctx context.Context, g *globals, f natsFlags, o bundle.StoreOpt
 	if f.NATS == "" {
 		f.NATS = nats.DefaultURL
 	}
-	nc, err := f.connect("rolecall-config", log)
+	nc, js, err := f.connectJS("rolecall-config", log)
 	if err != nil {
 		return nil, nil, err
 	}
-	js, err := jetstream.New(nc)
-	if err == nil {
-		var s *bundle.Store
-		if s, err = bundle.Open(ctx, js, o); err == nil {
-			return s, nc, nil
-		}
+	s, err := bundle.Open(ctx, js, o)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
 	}
-	nc.Close()
-	return nil, nil, err
+	return s, nc, nil
 }
 
 // configFailure prints a bundle error: each configuration problem on its

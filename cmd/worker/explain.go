@@ -9,8 +9,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/rolecall/rolecall/discover"
 	"github.com/rolecall/rolecall/events"
 	"github.com/rolecall/rolecall/explain"
@@ -98,15 +96,11 @@ func (c *explainCmd) recorded(ctx context.Context, g *globals, snap *discover.Sn
 		return nil, err
 	}
 	nf := c.natsFlags.withConfig(snap.Config.NATS)
-	nc, err := nf.connect("rolecall-explain", log)
+	nc, js, err := nf.connectJS("rolecall-explain", log)
 	if err != nil {
 		return nil, err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 	o, err := explain.Open(ctx, js, pipelineConfig(snap.Config.NATS))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rolecall/rolecall/discover"
 )
@@ -117,6 +118,21 @@ func (f natsFlags) connect(name string, log *slog.Logger, extra ...nats.Option) 
 		return nil, fmt.Errorf("connect to NATS: %w", err)
 	}
 	return nc, nil
+}
+
+// connectJS is connect, then a JetStream context on the connection; the
+// connection is closed again when that fails.
+func (f natsFlags) connectJS(name string, log *slog.Logger, extra ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := f.connect(name, log, extra...)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
 }
 
 // slowConsumerEvery is how often at most a slow consumer is logged.

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/rolecall/rolecall/bundle"
 	"github.com/rolecall/rolecall/discover"
 	"github.com/rolecall/rolecall/replay"
@@ -61,15 +59,11 @@ func (c *replayCmd) Run(ctx context.Context, g *globals) error {
 		return err
 	}
 	nf := c.natsFlags.withConfig(snap.Config.NATS)
-	nc, err := nf.connect("rolecall-replay", log)
+	nc, js, err := nf.connectJS("rolecall-replay", log)
 	if err != nil {
 		return cannot(err)
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return cannot(err)
-	}
 	cfg := pipelineConfig(snap.Config.NATS)
 	cfg.Prefix = nf.prefix()
 	opt := replay.Options{Config: cfg, Filter: c.Filter, Limit: c.Limit, Snapshot: snap, Handle: replayHandle}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
 
 	"github.com/rolecall/rolecall/bundle"
@@ -118,15 +117,11 @@ func (c *runCmd) Run(ctx context.Context, g *globals) error {
 		fmt.Fprintf(g.stdout, "embedded NATS server with JetStream listening on %s\n", nf.NATS)
 		fmt.Fprintf(g.stdout, "embedded NATS store: %s\n", store)
 	}
-	nc, err := nf.connect("rolecall-worker "+instance, log, nats.ErrorHandler(asyncErrors(log, inst.SlowConsumer)))
+	nc, js, err := nf.connectJS("rolecall-worker "+instance, log, nats.ErrorHandler(asyncErrors(log, inst.SlowConsumer)))
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 
 	cfg := pipelineConfig(snap.Config.NATS)
 	cfg.Prefix = nf.prefix()

@@ -3,8 +3,6 @@ package main
 import (
 	"log/slog"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/rolecall/rolecall/pipeline"
 	"github.com/rolecall/rolecall/service"
 )
@@ -23,15 +21,10 @@ func (c *runCmd) startService(nf natsFlags, instance string, src service.Snapsho
 	if c.ServiceConcurrency < 0 {
 		return nil, usageErr("--service-concurrency must not be negative")
 	}
-	nc, err := nf.connect("rolecall-service "+instance, log)
-	if err != nil {
-		return nil, err
-	}
 	// explain looks recorded outcomes up through the service's own
 	// connection too.
-	js, err := jetstream.New(nc)
+	nc, js, err := nf.connectJS("rolecall-service "+instance, log)
 	if err != nil {
-		nc.Close()
 		return nil, err
 	}
 	svc, err := service.Start(nc, src, service.Options{

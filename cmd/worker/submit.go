@@ -99,15 +99,11 @@ func (c *submitCmd) Run(ctx context.Context, g *globals) error {
 	}()
 	otel.SetErrorHandler(telemetry.ErrorHandler(log))
 
-	nc, err := c.connect("rolecall-submit", log)
+	nc, js, err := c.connectJS("rolecall-submit", log)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 
 	var outcomes chan *nats.Msg
 	if c.Wait {
@@ -289,15 +285,11 @@ func (c *tailCmd) Run(ctx context.Context, g *globals) error {
 	if err != nil {
 		return err
 	}
-	nc, err := c.connect("rolecall-tail", log)
+	nc, js, err := c.connectJS("rolecall-tail", log)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	filter := c.Subject
 	if filter == "" {
 		filter = c.prefix() + ".specs.>"
