@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -135,7 +137,7 @@ func runBare(js jetstream.JetStream, iter jetstream.MessagesContext, cfg pipelin
 		}
 		deliveries.Go(func() error {
 			t, err := bareDecode(m)
-			k := kindByName(strings.TrimPrefix(m.Subject(), prefix))
+			k := slices.Index(kindNames[:], strings.TrimPrefix(m.Subject(), prefix))
 			if err == nil && k < 0 {
 				err = errors.New("no such kind")
 			}
@@ -145,9 +147,7 @@ func runBare(js jetstream.JetStream, iter jetstream.MessagesContext, cfg pipelin
 			}
 			ot := &tmpl[k]
 			hdr := make(nats.Header, len(ot.header)+1)
-			for key, v := range ot.header {
-				hdr[key] = v
-			}
+			maps.Copy(hdr, ot.header)
 			hdr[nats.MsgIdHdr] = []string{events.OutcomeID(t.Source, t.ID)}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -160,13 +160,4 @@ func runBare(js jetstream.JetStream, iter jetstream.MessagesContext, cfg pipelin
 		})
 	}
 	return deliveries.Wait()
-}
-
-func kindByName(s string) Kind {
-	for k, n := range kindNames {
-		if n == s {
-			return Kind(k)
-		}
-	}
-	return -1
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -76,12 +77,7 @@ func ParseMix(s string) (Mix, error) {
 		if !ok {
 			return Mix{}, fmt.Errorf("mix %q: want kind=weight, got %q", s, part)
 		}
-		k := -1
-		for i, n := range kindNames {
-			if n == name {
-				k = i
-			}
-		}
+		k := slices.Index(kindNames[:], name)
 		if k < 0 {
 			return Mix{}, fmt.Errorf("mix %q: unknown kind %q (want %s)", s, name, strings.Join(kindNames[:], ", "))
 		}
@@ -117,9 +113,9 @@ func (m Mix) String() string {
 	return strings.Join(parts, ",")
 }
 
-// kindOf is the i-th task's kind: the mix laid out as a repeating pattern
-// with the kinds interleaved (smooth weighted round-robin), so a short run
-// still sees every kind in proportion.
+// sequence is the mix laid out as a repeating pattern with the kinds
+// interleaved (smooth weighted round-robin), so a short run still sees
+// every kind in proportion.
 func (m Mix) sequence() []Kind {
 	total := m.total()
 	seq := make([]Kind, 0, total)
