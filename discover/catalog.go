@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/rolecall/rolecall/resolve"
-	"go.yaml.in/yaml/v3"
 )
 
 var (
@@ -12,43 +11,43 @@ var (
 	modeKeys = []string{"name", "description", "conflicts_with"}
 )
 
-// catalogDoc splits and parses one catalog Markdown file and checks its
-// required name key against the file stem.
-func catalogDoc(path, stem, kind string, data []byte) (*ydoc, *yaml.Node, *frontmatter, *CatalogFile, *Error) {
+// decodeCatalog decodes one catalog Markdown file of kind ("role" or
+// "mode"): its name key is required and must equal the file stem, and
+// field decodes each other key of keys. It returns the body.
+func decodeCatalog(path, stem, kind string, keys []string, data []byte, field func(d *ydoc, f pair, key string) *Error) (string, *CatalogFile, *Error) {
+	fail := func(err *Error) (string, *CatalogFile, *Error) {
+		err.Subject = stem
+		return "", nil, err
+	}
 	code := resolve.CodeCatalogInvalid
 	if err := resolve.ValidateName(kind, stem); err != nil {
-		return nil, nil, nil, nil, &Error{Code: code, File: path, Line: 1, Subject: stem, Message: "the file name is not a valid " + kind + " name: " + nameMsg(err)}
+		return fail(&Error{Code: code, File: path, Line: 1, Message: "the file name is not a valid " + kind + " name: " + nameMsg(err)})
 	}
-	if line, msg := checkText(data); msg != "" {
-		return nil, nil, nil, nil, &Error{Code: code, File: path, Line: line, Subject: stem, Message: msg}
-	}
-	fm, err := splitFrontmatter(path, code, data)
+	d, root, fm, err := markdownDoc(path, code, data)
 	if err != nil {
-		err.Subject = stem
-		return nil, nil, nil, nil, err
-	}
-	d := &ydoc{path: path, code: code, off: 1}
-	root, err := d.parse(fm.yaml)
-	if err != nil {
-		err.Subject = stem
-		return nil, nil, nil, nil, err
+		return fail(err)
 	}
 	if root == nil {
-		return nil, nil, nil, nil, &Error{Code: code, File: path, Line: 1, Key: "name", Subject: stem, Message: `key "name": is required`}
+		return fail(&Error{Code: code, File: path, Line: 1, Key: "name", Message: `key "name": is required`})
 	}
 	cf := &CatalogFile{Origin: Origin{File: path}, KeyLines: map[string]int{"body": fm.bodyLine}}
-	return d, root, fm, cf, nil
-}
-
-// checkName enforces the catalog's required name key.
-func (d *ydoc) checkName(cf *CatalogFile, stem string) *Error {
-	if _, ok := cf.KeyLines["name"]; !ok {
-		return d.errLine(d.off+1, "name", "is required and must equal the file name %q", stem)
+	err = d.fields(root, "", keys, &cf.Extensions, cf.KeyLines, func(f pair, key string) *Error {
+		if f.key == "name" {
+			return d.stemName(f, key, stem)
+		}
+		return field(d, f, key)
+	})
+	if err != nil {
+		return fail(err)
 	}
-	return nil
+	if _, ok := cf.KeyLines["name"]; !ok {
+		return fail(d.errLine(d.off+1, "name", "is required and must equal the file name %q", stem))
+	}
+	return fm.body, cf, nil
 }
 
-func (d *ydoc) catalogName(f pair, key, stem string) *Error {
+// stemName decodes a name key, which must equal the file's stem.
+func (d *ydoc) stemName(f pair, key, stem string) *Error {
 	n, err := d.str(f.v, key)
 	if err == nil && n != stem {
 		err = d.errAt(f.v, key, "is %q but the file is named %q; they must match", n, stem)
@@ -58,16 +57,10 @@ func (d *ydoc) catalogName(f pair, key, stem string) *Error {
 
 // decodeRole decodes catalog/roles/<stem>.md.
 func decodeRole(path, stem string, data []byte) (resolve.Role, *CatalogFile, *Error) {
-	d, root, fm, cf, err := catalogDoc(path, stem, "role", data)
-	if err != nil {
-		return resolve.Role{}, nil, err
-	}
-	r := resolve.Role{Name: stem, Body: fm.body}
-	err = d.fields(root, "", roleKeys, &cf.Extensions, cf.KeyLines, func(f pair, key string) *Error {
+	r := resolve.Role{Name: stem}
+	body, cf, err := decodeCatalog(path, stem, "role", roleKeys, data, func(d *ydoc, f pair, key string) *Error {
 		var err *Error
 		switch f.key {
-		case "name":
-			err = d.catalogName(f, key, stem)
 		case "description":
 			r.Description, err = d.str(f.v, key)
 		case "emits":
@@ -77,28 +70,19 @@ func decodeRole(path, stem string, data []byte) (resolve.Role, *CatalogFile, *Er
 		}
 		return err
 	})
-	if err == nil {
-		err = d.checkName(cf, stem)
-	}
 	if err != nil {
-		err.Subject = stem
 		return resolve.Role{}, nil, err
 	}
+	r.Body = body
 	return r, cf, nil
 }
 
 // decodeMode decodes catalog/modes/<stem>.md.
 func decodeMode(path, stem string, data []byte) (resolve.Mode, *CatalogFile, *Error) {
-	d, root, fm, cf, err := catalogDoc(path, stem, "mode", data)
-	if err != nil {
-		return resolve.Mode{}, nil, err
-	}
-	m := resolve.Mode{Name: stem, Behaviors: fm.body}
-	err = d.fields(root, "", modeKeys, &cf.Extensions, cf.KeyLines, func(f pair, key string) *Error {
+	m := resolve.Mode{Name: stem}
+	body, cf, err := decodeCatalog(path, stem, "mode", modeKeys, data, func(d *ydoc, f pair, key string) *Error {
 		var err *Error
 		switch f.key {
-		case "name":
-			err = d.catalogName(f, key, stem)
 		case "description":
 			m.Description, err = d.str(f.v, key)
 		case "conflicts_with":
@@ -106,13 +90,10 @@ func decodeMode(path, stem string, data []byte) (resolve.Mode, *CatalogFile, *Er
 		}
 		return err
 	})
-	if err == nil {
-		err = d.checkName(cf, stem)
-	}
 	if err != nil {
-		err.Subject = stem
 		return resolve.Mode{}, nil, err
 	}
+	m.Behaviors = body
 	return m, cf, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/rolecall/rolecall/resolve"
+	"go.yaml.in/yaml/v3"
 )
 
 // frontmatter is a Markdown file split at its --- block.
@@ -12,6 +13,20 @@ type frontmatter struct {
 	yaml     []byte // the text between the --- lines
 	body     string // everything after the closing line, CRLF → LF
 	bodyLine int    // the line the body starts on
+}
+
+// markdownDoc checks a Markdown file's text, splits it and parses its
+// frontmatter (root is nil when the frontmatter is empty).
+func markdownDoc(path string, code resolve.Code, data []byte) (d *ydoc, root *yaml.Node, fm *frontmatter, err *Error) {
+	if line, msg := checkText(data); msg != "" {
+		return nil, nil, nil, &Error{Code: code, File: path, Line: line, Message: msg}
+	}
+	if fm, err = splitFrontmatter(path, code, data); err != nil {
+		return nil, nil, nil, err
+	}
+	d = &ydoc{path: path, code: code, off: 1}
+	root, err = d.parse(fm.yaml)
+	return d, root, fm, err
 }
 
 // splitFrontmatter splits "---\n<yaml>\n---\n<body>". The opening line must

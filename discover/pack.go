@@ -63,11 +63,7 @@ func decodePackTree(path, stem string, root *yaml.Node, o *nodeOrigins) (*PackFi
 		err := d.fields(root, "", packKeys, &pf.Extensions, nil, func(f pair, key string) *Error {
 			switch f.key {
 			case "name":
-				n, err := d.str(f.v, key)
-				if err == nil && n != stem {
-					err = d.errAt(f.v, key, "is %q but the file is named %q; they must match", n, stem)
-				}
-				return err
+				return d.stemName(f, key, stem)
 			default: // roles
 				return d.packRoles(f, key, &pack, pf)
 			}

@@ -15,15 +15,7 @@ func decodeProfile(path, stem string, data []byte) (*Profile, *Error) {
 	if err := resolve.ValidateName("profile", stem); err != nil {
 		return nil, &Error{Code: code, File: path, Line: 1, Subject: stem, Message: "the file name is not a valid profile name: " + nameMsg(err)}
 	}
-	if line, msg := checkText(data); msg != "" {
-		return nil, &Error{Code: code, File: path, Line: line, Message: msg}
-	}
-	fm, ferr := splitFrontmatter(path, code, data)
-	if ferr != nil {
-		return nil, ferr
-	}
-	d := &ydoc{path: path, code: code, off: 1}
-	root, err := d.parse(fm.yaml)
+	d, root, fm, err := markdownDoc(path, code, data)
 	if err != nil {
 		return nil, err
 	}
@@ -41,10 +33,7 @@ func decodeProfile(path, stem string, data []byte) (*Profile, *Error) {
 		var err *Error
 		switch f.key {
 		case "name":
-			var n string
-			if n, err = d.str(f.v, key); err == nil && n != stem {
-				err = d.errAt(f.v, key, "is %q but the file is named %q; they must match", n, stem)
-			}
+			err = d.stemName(f, key, stem)
 		case "description":
 			ep.Description, err = d.str(f.v, key)
 		case "disposition":

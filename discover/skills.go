@@ -137,16 +137,7 @@ func (d *ydoc) sourceRoot(n *yaml.Node, key string) (string, *Error) {
 // the directory name) and description, both required; x- keys are kept.
 func decodeSkill(file, dir string, data []byte) (*SkillFile, *Error) {
 	code := resolve.CodeConfigInvalid
-	if line, msg := checkText(data); msg != "" {
-		return nil, &Error{Code: code, File: file, Line: line, Subject: dir, Message: msg}
-	}
-	fm, ferr := splitFrontmatter(file, code, data)
-	if ferr != nil {
-		ferr.Subject = dir
-		return nil, ferr
-	}
-	d := &ydoc{path: file, code: code, off: 1}
-	root, err := d.parse(fm.yaml)
+	d, root, fm, err := markdownDoc(file, code, data)
 	if err != nil {
 		err.Subject = dir
 		return nil, err
