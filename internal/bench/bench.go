@@ -702,57 +702,39 @@ func (e *env) run(ctx context.Context, o Options, repeat int, l loop, tasks []ta
 
 	runtime.GC()
 	resetPeakRSS()
-	// stopProfile ends the run's CPU profile, if it has one, once: when
-	// the measured window ends, or on an early return. Warm-up and
-	// peak-search runs come with no CPUProfile.
-	stopProfile := func() error { return nil }
-	if o.CPUProfile != nil {
-		end, err := startProfile(o.CPUProfile, l.name, repeat+1)
-		if err != nil {
-			return st, err
-		}
-		stopProfile = end
-		defer func() { _ = end() }()
+	// The profile and the loop are stopped when the measured window ends,
+	// or on an early return: each once.
+	stopProfile, err := startProfile(o.CPUProfile, l.name, repeat+1)
+	if err != nil {
+		return st, err
 	}
+	defer func() { _ = stopProfile() }()
 	u0 := readUsage()
-	stop, err := l.start(e.workerJS)
+	start, err := l.start(e.workerJS)
 	if err != nil {
 		return st, fmt.Errorf("bench: start %s: %w", l.name, err)
 	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			_ = stop()
-		}
-	}()
-	pubErr := make(chan error, 1)
+	stop := sync.OnceValue(start)
+	defer func() { _ = stop() }()
+	var published chan error // nil when preloaded
 	if o.Rate > 0 {
 		// Offered load starts when the loop is pulling, so that its start-up
 		// is not measured as the first tasks' latency.
 		if err := e.pulling(ctx, cfg); err != nil {
 			return st, fmt.Errorf("bench: %s did not start pulling: %w", l.name, err)
 		}
-		go func() { pubErr <- e.publish(ctx, cfg.Prefix, tasks, seqs, o.Rate) }()
-	} else {
-		pubErr <- nil
+		published = make(chan error, 1)
+		go func() { published <- e.publish(ctx, cfg.Prefix, tasks, seqs, o.Rate) }()
 	}
 	prog.phase("running")
-	if err := e.await(ctx, specs, len(tasks), prog, pubErr); err != nil {
+	if err := e.await(ctx, specs, len(tasks), prog, published); err != nil {
 		return st, fmt.Errorf("bench: %s: %w", l.name, err)
-	}
-	if o.Rate > 0 {
-		// Every outcome is in, so every task was stored; wait for the
-		// publisher to have recorded their sequences.
-		if err := <-pubErr; err != nil {
-			return st, err
-		}
 	}
 	u1 := readUsage()
 	if err := stopProfile(); err != nil {
 		return st, err
 	}
 	st.PeakRSSBytes = peakRSS()
-	stopped = true
 	if err := stop(); err != nil {
 		return st, fmt.Errorf("bench: %s returned: %w", l.name, err)
 	}
@@ -899,9 +881,9 @@ func (e *env) pulling(ctx context.Context, cfg pipeline.Config) error {
 	}
 }
 
-// await polls the specs stream until it holds want messages.
-func (e *env) await(ctx context.Context, specs jetstream.Stream, want int, prog *progress, pubDone chan error) error {
-	pubErr := (<-chan error)(pubDone)
+// await polls the specs stream until it holds want messages. published,
+// when not nil, gives the result of a publisher running alongside.
+func (e *env) await(ctx context.Context, specs jetstream.Stream, want int, prog *progress, published <-chan error) error {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -912,16 +894,19 @@ func (e *env) await(ctx context.Context, specs jetstream.Stream, want int, prog 
 		got := int(info.State.Msgs)
 		prog.update(got)
 		if got >= want {
+			if published != nil {
+				// Every outcome is in, so every task was stored; wait for
+				// the publisher to have recorded their sequences.
+				return <-published
+			}
 			return nil
 		}
 		select {
-		case err := <-pubErr:
+		case err := <-published:
 			if err != nil {
 				return err
 			}
-			// Put it back for the caller, and stop watching.
-			pubDone <- nil
-			pubErr = nil
+			published = nil
 		case <-ctx.Done():
 			return fmt.Errorf("%w: %d of %d outcomes after the timeout", ErrIncomplete, got, want)
 		case <-tick.C:
@@ -1051,8 +1036,12 @@ func (e *env) readStream(ctx context.Context, name string, n int, each func(jets
 }
 
 // startProfile starts a CPU profile into the writer open gives for this
-// run; the returned function stops it and closes the writer, once.
+// run; the returned function stops it and closes the writer, once. With
+// no open (warm-up and peak-search runs) there is no profile.
 func startProfile(open func(string, int) (io.WriteCloser, error), loop string, repeat int) (func() error, error) {
+	if open == nil {
+		return func() error { return nil }, nil
+	}
 	f, err := open(loop, repeat)
 	if err != nil {
 		return nil, fmt.Errorf("bench: cpu profile: %w", err)
