@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,11 +42,7 @@ type configWriteFlags struct {
 }
 
 func (f configWriteFlags) options(nc *nats.Conn) bundle.PushOptions {
-	actor := f.Actor
-	if actor == "" {
-		actor = os.Getenv("USER")
-	}
-	return bundle.PushOptions{Actor: actor, User: nc.Opts.User, Message: f.Message, ExpectRevision: f.ExpectRevision}
+	return bundle.PushOptions{Actor: cmp.Or(f.Actor, os.Getenv("USER")), User: nc.Opts.User, Message: f.Message, ExpectRevision: f.ExpectRevision}
 }
 
 type configPushCmd struct {
@@ -149,9 +146,6 @@ func openBundles(ctx context.Context, g *globals, f natsFlags, o bundle.StoreOpt
 	log, err := newLogger(g)
 	if err != nil {
 		return nil, nil, err
-	}
-	if f.NATS == "" {
-		f.NATS = nats.DefaultURL
 	}
 	nc, js, err := f.connectJS("rolecall-config", log)
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,36 +37,19 @@ type natsFlags struct {
 // withConfig fills settings the flags and variables left empty from the
 // nats: block of rolecall.yaml.
 func (f natsFlags) withConfig(c discover.NATSConfig) natsFlags {
-	fill := func(dst *string, v string) {
-		if *dst == "" {
-			*dst = v
-		}
-	}
-	fill(&f.NATS, c.URL)
-	fill(&f.Creds, c.Creds)
-	fill(&f.NKey, c.NKey)
-	fill(&f.User, c.User)
-	fill(&f.Password, c.Password)
-	fill(&f.TLSCA, c.TLS.CA)
-	fill(&f.TLSCert, c.TLS.Cert)
-	fill(&f.TLSKey, c.TLS.Key)
-	fill(&f.Prefix, c.SubjectPrefix)
+	f.NATS = cmp.Or(f.NATS, c.URL)
+	f.Creds = cmp.Or(f.Creds, c.Creds)
+	f.NKey = cmp.Or(f.NKey, c.NKey)
+	f.User = cmp.Or(f.User, c.User)
+	f.Password = cmp.Or(f.Password, c.Password)
+	f.TLSCA = cmp.Or(f.TLSCA, c.TLS.CA)
+	f.TLSCert = cmp.Or(f.TLSCert, c.TLS.Cert)
+	f.TLSKey = cmp.Or(f.TLSKey, c.TLS.Key)
+	f.Prefix = cmp.Or(f.Prefix, c.SubjectPrefix)
 	return f
 }
 
-func (f natsFlags) prefix() string {
-	if f.Prefix == "" {
-		return "rolecall"
-	}
-	return f.Prefix
-}
-
-func (f natsFlags) url() string {
-	if f.NATS == "" {
-		return nats.DefaultURL
-	}
-	return f.NATS
-}
+func (f natsFlags) prefix() string { return cmp.Or(f.Prefix, "rolecall") }
 
 // connect dials NATS and reconnects forever with jittered backoff: a worker
 // must outlive a broker restart without a supervisor restarting it. extra
@@ -108,7 +92,7 @@ func (f natsFlags) connect(name string, log *slog.Logger, extra ...nats.Option) 
 		opts = append(opts, nats.ClientCert(f.TLSCert, f.TLSKey))
 	}
 	opts = append(opts, extra...)
-	urls := strings.Join(strings.Fields(strings.ReplaceAll(f.url(), ",", " ")), ",")
+	urls := strings.Join(strings.Fields(strings.ReplaceAll(cmp.Or(f.NATS, nats.DefaultURL), ",", " ")), ",")
 	nc, err := nats.Connect(urls, opts...)
 	if err != nil {
 		// The URL may carry credentials; never echo it unredacted.

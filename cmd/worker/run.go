@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -259,14 +260,9 @@ func setInt(dst *int, v int) {
 // config; zero values keep the runner's defaults.
 func pipelineConfig(n discover.NATSConfig) pipeline.Config {
 	cfg := pipeline.DefaultConfig()
-	set := func(dst *string, v string) {
-		if v != "" {
-			*dst = v
-		}
-	}
-	set(&cfg.TasksStream, n.TasksStream)
-	set(&cfg.SpecsStream, n.SpecsStream)
-	set(&cfg.Consumer, n.Consumer)
+	cfg.TasksStream = cmp.Or(n.TasksStream, cfg.TasksStream)
+	cfg.SpecsStream = cmp.Or(n.SpecsStream, cfg.SpecsStream)
+	cfg.Consumer = cmp.Or(n.Consumer, cfg.Consumer)
 	setInt(&cfg.Replicas, n.Replicas)
 	setInt(&cfg.MaxDeliver, n.MaxDeliver)
 	setInt(&cfg.Concurrency, n.Concurrency)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -290,10 +291,7 @@ func (c *tailCmd) Run(ctx context.Context, g *globals) error {
 		return err
 	}
 	defer nc.Close()
-	filter := c.Subject
-	if filter == "" {
-		filter = c.prefix() + ".specs.>"
-	}
+	filter := cmp.Or(c.Subject, c.prefix()+".specs.>")
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverNewPolicy}
 	if c.FromStart {
 		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
