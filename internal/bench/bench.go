@@ -294,8 +294,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	env.epoch = epoch
 
 	if o.Warmup > 0 {
-		if err := env.warmUp(ctx, o); err != nil {
-			return nil, err
+		// Without a warm-up the first measured run pays for growing the
+		// heap and the store, and runs up to twice as slow as later runs
+		// of the same loop.
+		w := o.unmeasured()
+		w.Tasks, w.Rate = o.Warmup, 0
+		if _, err := env.repeat(ctx, w, warmUpRun); err != nil {
+			return nil, fmt.Errorf("bench: warm-up: %w", err)
 		}
 	}
 	var peak *PeakSearch
@@ -317,24 +322,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	runs := map[string][]Stats{}
 	for r := range o.Repeat {
-		tasks, err := buildTasks(o.Tasks, o.Mix, o.Binary, runID())
+		sts, err := env.repeat(ctx, o, r)
 		if err != nil {
 			return nil, err
 		}
-		loops, err := env.loops(o, tasks)
-		if err != nil {
-			return nil, err
+		for _, st := range sts {
+			runs[st.Loop] = append(runs[st.Loop], st)
 		}
-		// Rotated: no loop always runs first.
-		for i := range loops {
-			l := loops[(i+r)%len(loops)]
-			st, err := env.run(ctx, o, r, l, tasks)
-			if err != nil {
-				return nil, err
-			}
-			runs[l.name] = append(runs[l.name], st)
-			rep.Runs = append(rep.Runs, st)
-		}
+		rep.Runs = append(rep.Runs, sts...)
 	}
 	rep.NATSErrors = env.natsErrors.Load()
 	// At peak load the runs differ in throughput; at an offered rate they
@@ -358,27 +353,26 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
-// warmUp runs each loop once over o.Warmup preloaded tasks and keeps
-// nothing of it but an error. Without it the first measured run pays for
-// growing the heap and the store, and runs up to twice as slow as later
-// runs of the same loop.
-func (e *env) warmUp(ctx context.Context, o Options) error {
-	w := o.unmeasured()
-	w.Tasks, w.Rate = o.Warmup, 0
-	tasks, err := buildTasks(w.Tasks, o.Mix, o.Binary, runID())
+// repeat runs every loop once over fresh tasks, in an order rotated by r
+// so that no loop always runs first (a warm-up, r < 0, in the order given).
+func (e *env) repeat(ctx context.Context, o Options, r int) ([]Stats, error) {
+	tasks, err := buildTasks(o.Tasks, o.Mix, o.Binary, runID())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	loops, err := e.loops(o, tasks)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, l := range loops {
-		if _, err := e.run(ctx, w, warmUpRun, l, tasks); err != nil {
-			return fmt.Errorf("bench: warm-up: %w", err)
+	var sts []Stats
+	for i := range loops {
+		st, err := e.run(ctx, o, r, loops[(i+max(r, 0))%len(loops)], tasks)
+		if err != nil {
+			return nil, err
 		}
+		sts = append(sts, st)
 	}
-	return nil
+	return sts, nil
 }
 
 // loops are the loops a repeat runs over tasks: the pipeline, and with
