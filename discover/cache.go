@@ -97,7 +97,7 @@ type cachedFile struct {
 	st     stamp
 	scanAt int64 // Unix ns when the scan that took st began
 	data   []byte
-	dec    any     // catalogEntry, profileEntry or nil
+	dec    any     // a catalogEntry, profileEntry or *packEntry; nil until decoded
 	sum    *string // the digest of data, once a snapshot needed it
 }
 
@@ -124,11 +124,11 @@ func (c *parseCache) digest(f fileRec) *string {
 	return e.sum
 }
 
-type catalogEntry struct {
-	role resolve.Role
-	mode resolve.Mode
-	cf   *CatalogFile
-	err  *Error
+// catalogEntry is a decoded catalog file: a resolve.Role or resolve.Mode.
+type catalogEntry[T any] struct {
+	v   T
+	cf  *CatalogFile
+	err *Error
 }
 
 type profileEntry struct {
@@ -279,32 +279,20 @@ func (src *packSource) addOrigins(o *nodeOrigins) {
 	}
 }
 
-func (l *loader) decodeRoleCached(c cand, data []byte, e *cachedFile) (resolve.Role, *CatalogFile, *Error) {
+// decodeCatalogCached is decode of a catalog file, or what e kept of
+// decoding the same bytes before.
+func decodeCatalogCached[T any](l *loader, c cand, data []byte, e *cachedFile, decode catalogDecoder[T]) (T, *CatalogFile, *Error) {
 	if e != nil {
-		if d, ok := e.dec.(catalogEntry); ok {
-			return d.role, d.cf, d.err
+		if d, ok := e.dec.(catalogEntry[T]); ok {
+			return d.v, d.cf, d.err
 		}
 	}
 	l.countDecode()
-	r, cf, err := decodeRole(c.path, c.stem, data)
+	v, cf, err := decode(c.path, c.stem, data)
 	if e != nil {
-		e.dec = catalogEntry{role: r, cf: cf, err: err}
+		e.dec = catalogEntry[T]{v, cf, err}
 	}
-	return r, cf, err
-}
-
-func (l *loader) decodeModeCached(c cand, data []byte, e *cachedFile) (resolve.Mode, *CatalogFile, *Error) {
-	if e != nil {
-		if d, ok := e.dec.(catalogEntry); ok {
-			return d.mode, d.cf, d.err
-		}
-	}
-	l.countDecode()
-	m, cf, err := decodeMode(c.path, c.stem, data)
-	if e != nil {
-		e.dec = catalogEntry{mode: m, cf: cf, err: err}
-	}
-	return m, cf, err
+	return v, cf, err
 }
 
 func (l *loader) decodeProfileCached(c cand, data []byte, e *cachedFile) (*Profile, *Error) {

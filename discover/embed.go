@@ -46,42 +46,8 @@ var builtins = sync.OnceValue(loadBuiltins)
 func loadBuiltins() *builtinSet {
 	b := &builtinSet{roleFiles: map[string]*CatalogFile{}, modeFiles: map[string]*CatalogFile{}}
 	cat := resolve.Catalog{Roles: map[string]resolve.Role{}, Modes: map[string]resolve.Mode{}}
-	for _, dir := range []string{rolesDir, modesDir} {
-		ents, err := fs.ReadDir(builtinFS, "builtin/"+dir)
-		if err != nil {
-			b.errs = append(b.errs, &Error{Code: resolve.CodeCatalogInvalid, File: BuiltinPrefix + dir, Message: err.Error()})
-			continue
-		}
-		for _, e := range ents {
-			stem, ok := strings.CutSuffix(e.Name(), mdExt)
-			if !ok || e.IsDir() {
-				continue
-			}
-			rel := path.Join(dir, e.Name())
-			data, _ := builtinFS.ReadFile("builtin/" + rel)
-			display := BuiltinPrefix + rel
-			kind := resolve.InputCatalogRole
-			if dir == modesDir {
-				kind = resolve.InputCatalogMode
-			}
-			b.catalogFiles = append(b.catalogFiles, fileRec{display, data, kind, stem})
-			if dir == rolesDir {
-				r, cf, err := decodeRole(display, stem, data)
-				if err != nil {
-					b.errs = append(b.errs, err)
-					continue
-				}
-				cat.Roles[stem], b.roleFiles[stem] = r, cf
-			} else {
-				m, cf, err := decodeMode(display, stem, data)
-				if err != nil {
-					b.errs = append(b.errs, err)
-					continue
-				}
-				cat.Modes[stem], b.modeFiles[stem] = m, cf
-			}
-		}
-	}
+	builtinCatalog(b, rolesDir, resolve.InputCatalogRole, decodeRole, cat.Roles, b.roleFiles)
+	builtinCatalog(b, modesDir, resolve.InputCatalogMode, decodeMode, cat.Modes, b.modeFiles)
 	b.errs = append(b.errs, checkConflicts(cat.Modes, b.modeFiles, nil)...)
 	sealed := cat.Seal()
 	b.catalog = &sealed
@@ -102,4 +68,30 @@ func loadBuiltins() *builtinSet {
 	}
 	b.preamble = string(data)
 	return b
+}
+
+// builtinCatalog decodes the embedded catalog files of one kind into
+// entries and files.
+func builtinCatalog[T any](b *builtinSet, dir, kind string, decode catalogDecoder[T], entries map[string]T, files map[string]*CatalogFile) {
+	ents, err := fs.ReadDir(builtinFS, "builtin/"+dir)
+	if err != nil {
+		b.errs = append(b.errs, &Error{Code: resolve.CodeCatalogInvalid, File: BuiltinPrefix + dir, Message: err.Error()})
+		return
+	}
+	for _, e := range ents {
+		stem, ok := strings.CutSuffix(e.Name(), mdExt)
+		if !ok || e.IsDir() {
+			continue
+		}
+		rel := path.Join(dir, e.Name())
+		data, _ := builtinFS.ReadFile("builtin/" + rel)
+		display := BuiltinPrefix + rel
+		b.catalogFiles = append(b.catalogFiles, fileRec{display, data, kind, stem})
+		v, cf, err := decode(display, stem, data)
+		if err != nil {
+			b.errs = append(b.errs, err)
+			continue
+		}
+		entries[stem], files[stem] = v, cf
+	}
 }

@@ -397,34 +397,8 @@ func (l *loader) loadCatalog(roles, modes []cand) {
 	cat := resolve.Catalog{Roles: map[string]resolve.Role{}, Modes: map[string]resolve.Mode{}}
 	decodes := l.cache.decodeCount()
 	l.roleFiles, l.modeFiles = map[string]*CatalogFile{}, map[string]*CatalogFile{}
-	for _, c := range roles {
-		data, ce, ok := l.readCached(c, resolve.CodeCatalogInvalid, resolve.InputCatalogRole)
-		if !ok {
-			l.brokenRoles[c.stem] = true
-			continue
-		}
-		r, cf, err := l.decodeRoleCached(c, data, ce)
-		if err != nil {
-			l.fail(err)
-			l.brokenRoles[c.stem] = true
-			continue
-		}
-		cat.Roles[c.stem], l.roleFiles[c.stem] = r, cf
-	}
-	for _, c := range modes {
-		data, ce, ok := l.readCached(c, resolve.CodeCatalogInvalid, resolve.InputCatalogMode)
-		if !ok {
-			l.brokenModes[c.stem] = true
-			continue
-		}
-		m, cf, err := l.decodeModeCached(c, data, ce)
-		if err != nil {
-			l.fail(err)
-			l.brokenModes[c.stem] = true
-			continue
-		}
-		cat.Modes[c.stem], l.modeFiles[c.stem] = m, cf
-	}
+	loadCatalogFiles(l, roles, resolve.InputCatalogRole, decodeRole, cat.Roles, l.roleFiles, l.brokenRoles)
+	loadCatalogFiles(l, modes, resolve.InputCatalogMode, decodeMode, cat.Modes, l.modeFiles, l.brokenModes)
 	for _, e := range checkConflicts(cat.Modes, l.modeFiles, l.brokenModes) {
 		l.fail(e)
 	}
@@ -437,6 +411,28 @@ func (l *loader) loadCatalog(roles, modes []cand) {
 	sealed := cat.Seal()
 	l.catalog = &sealed
 	l.cache.keepCatalog(roles, modes, l.catalog)
+}
+
+// catalogDecoder is decodeRole or decodeMode.
+type catalogDecoder[T any] func(path, stem string, data []byte) (T, *CatalogFile, *Error)
+
+// loadCatalogFiles reads and decodes the catalog files of one kind into
+// entries and files; a name whose file fails is broken.
+func loadCatalogFiles[T any](l *loader, cands []cand, kind string, decode catalogDecoder[T], entries map[string]T, files map[string]*CatalogFile, broken map[string]bool) {
+	for _, c := range cands {
+		data, ce, ok := l.readCached(c, resolve.CodeCatalogInvalid, kind)
+		if !ok {
+			broken[c.stem] = true
+			continue
+		}
+		v, cf, err := decodeCatalogCached(l, c, data, ce, decode)
+		if err != nil {
+			l.fail(err)
+			broken[c.stem] = true
+			continue
+		}
+		entries[c.stem], files[c.stem] = v, cf
+	}
 }
 
 // loadProfiles decodes the profiles of every profile root, in root order.
