@@ -127,15 +127,11 @@ func (c *runCmd) Run(ctx context.Context, g *globals) error {
 	cfg := pipelineConfig(snap.Config.NATS)
 	cfg.Prefix = nf.prefix()
 	cfg.FleetSource = c.Fleet
-	setInt(&cfg.Concurrency, c.Concurrency)
-	setInt(&cfg.Replicas, c.Replicas)
-	setInt(&cfg.MaxDeliver, c.MaxDeliver)
-	if c.AckWait > 0 {
-		cfg.AckWait = c.AckWait
-	}
-	if c.RetryFor > 0 {
-		cfg.RetryFor = c.RetryFor
-	}
+	setPositive(&cfg.Concurrency, c.Concurrency)
+	setPositive(&cfg.Replicas, c.Replicas)
+	setPositive(&cfg.MaxDeliver, c.MaxDeliver)
+	setPositive(&cfg.AckWait, c.AckWait)
+	setPositive(&cfg.RetryFor, c.RetryFor)
 	if c.Horizon != "" {
 		h, err := parseHorizon(c.Horizon)
 		if err != nil {
@@ -250,7 +246,8 @@ func parseHorizon(s string) (time.Duration, error) {
 	return d, nil
 }
 
-func setInt(dst *int, v int) {
+// setPositive sets *dst to v unless v is zero (unset) or negative.
+func setPositive[T int | time.Duration](dst *T, v T) {
 	if v > 0 {
 		*dst = v
 	}
@@ -263,20 +260,14 @@ func pipelineConfig(n discover.NATSConfig) pipeline.Config {
 	cfg.TasksStream = cmp.Or(n.TasksStream, cfg.TasksStream)
 	cfg.SpecsStream = cmp.Or(n.SpecsStream, cfg.SpecsStream)
 	cfg.Consumer = cmp.Or(n.Consumer, cfg.Consumer)
-	setInt(&cfg.Replicas, n.Replicas)
-	setInt(&cfg.MaxDeliver, n.MaxDeliver)
-	setInt(&cfg.Concurrency, n.Concurrency)
-	if n.AckWait > 0 {
-		cfg.AckWait = n.AckWait
-	}
+	setPositive(&cfg.Replicas, n.Replicas)
+	setPositive(&cfg.MaxDeliver, n.MaxDeliver)
+	setPositive(&cfg.Concurrency, n.Concurrency)
+	setPositive(&cfg.AckWait, n.AckWait)
+	setPositive(&cfg.DuplicateWindow, n.DuplicateWindow)
+	setPositive(&cfg.RetryFor, n.RetryFor)
 	if n.Backoff != nil {
 		cfg.Backoff = n.Backoff
-	}
-	if n.DuplicateWindow > 0 {
-		cfg.DuplicateWindow = n.DuplicateWindow
-	}
-	if n.RetryFor > 0 {
-		cfg.RetryFor = n.RetryFor
 	}
 	if h := n.IdempotencyHorizon; h != nil {
 		cfg.IdempotencyHorizon = *h
