@@ -1,9 +1,6 @@
 package discover
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -168,11 +165,7 @@ func (c *composer) linearize(src *packSource) ([]*packSource, *Error) {
 	var visit func(p, from *packSource, via mixinRef) *Error
 	visit = func(p, from *packSource, via mixinRef) *Error {
 		if i := slices.Index(stack, p); i >= 0 {
-			cycle := make([]string, 0, len(stack)-i+1)
-			for _, q := range stack[i:] {
-				cycle = append(cycle, q.name)
-			}
-			cycle = append(cycle, p.name)
+			cycle := chainNames(stack[i:], p)
 			return &Error{
 				Code: resolve.CodePackInvalid, File: from.path, Line: via.line, Key: "extends", Subject: src.name,
 				Message: fmt.Sprintf("extends makes a cycle: %s", strings.Join(cycle, " → ")),
@@ -183,11 +176,7 @@ func (c *composer) linearize(src *packSource) ([]*packSource, *Error) {
 			return nil
 		}
 		if len(stack) > MaxExtendsDepth {
-			chain := make([]string, 0, len(stack)+1)
-			for _, q := range stack {
-				chain = append(chain, q.name)
-			}
-			chain = append(chain, p.name)
+			chain := chainNames(stack, p)
 			return &Error{
 				Code: resolve.CodePackInvalid, File: from.path, Line: via.line, Key: "extends", Subject: src.name,
 				Message: fmt.Sprintf("extends is nested deeper than %d levels: %s", MaxExtendsDepth, strings.Join(chain, " → ")),
@@ -219,6 +208,15 @@ func (c *composer) linearize(src *packSource) ([]*packSource, *Error) {
 		return nil, err
 	}
 	return order, nil
+}
+
+// chainNames lists the names of an extends chain and of the pack it reaches.
+func chainNames(chain []*packSource, last *packSource) []string {
+	names := make([]string, 0, len(chain)+1)
+	for _, q := range chain {
+		names = append(names, q.name)
+	}
+	return append(names, last.name)
 }
 
 // brokenMixin is the error of a pack that extends a broken one (at is
@@ -419,7 +417,8 @@ func keyOrigins(o *nodeOrigins, def string, n *yaml.Node, path string, out map[s
 }
 
 // composedFiles lists the files a pack was composed from (its layers in
-// linearization order, then each ${file:…} target once) and their digest.
+// linearization order, then each ${file:…} target once) and their digest:
+// digestFiles over each file's path and digest.
 func composedFiles(layers []*packSource) ([]FileDigest, []Placeholder, string) {
 	files := make([]FileDigest, 0, len(layers))
 	var used []Placeholder
@@ -432,15 +431,9 @@ func composedFiles(layers []*packSource) ([]FileDigest, []Placeholder, string) {
 			files = append(files, FileDigest{File: p.Name, Digest: p.Digest})
 		}
 	}
-	h := sha256.New()
-	h.Write([]byte("rolecall.packfiles.v1\x00"))
-	var n [8]byte
-	for _, f := range files {
-		for _, s := range []string{f.File, f.Digest} {
-			binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-			h.Write(n[:])
-			h.Write([]byte(s))
-		}
+	recs := make([]fileRec, len(files))
+	for i, f := range files {
+		recs[i] = fileRec{path: f.File, data: []byte(f.Digest)}
 	}
-	return files, used, resolve.DigestPrefix + hex.EncodeToString(h.Sum(nil))
+	return files, used, digestFiles("rolecall.packfiles.v1", recs)
 }
