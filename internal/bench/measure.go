@@ -1,14 +1,14 @@
 package bench
 
 import (
-	"bufio"
-	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"runtime"
 	"runtime/metrics"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -61,13 +61,6 @@ type usage struct {
 	gcCPU      float64 // the runtime's estimate of GC CPU seconds
 }
 
-var usageSamples = []metrics.Sample{
-	{Name: "/gc/heap/allocs:objects"},
-	{Name: "/gc/heap/allocs:bytes"},
-	{Name: "/gc/cycles/total:gc-cycles"},
-	{Name: "/cpu/classes/gc/total:cpu-seconds"},
-}
-
 func readUsage() usage {
 	var u usage
 	var ru syscall.Rusage
@@ -75,46 +68,35 @@ func readUsage() usage {
 		u.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 		u.sys = time.Duration(ru.Stime.Nano())
 	}
-	s := slices.Clone(usageSamples)
+	s := []metrics.Sample{
+		{Name: "/gc/heap/allocs:objects"},
+		{Name: "/gc/heap/allocs:bytes"},
+		{Name: "/gc/cycles/total:gc-cycles"},
+		{Name: "/cpu/classes/gc/total:cpu-seconds"},
+	}
 	metrics.Read(s)
-	if s[0].Value.Kind() == metrics.KindUint64 {
-		u.allocs = s[0].Value.Uint64()
-	}
-	if s[1].Value.Kind() == metrics.KindUint64 {
-		u.allocBytes = s[1].Value.Uint64()
-	}
-	if s[2].Value.Kind() == metrics.KindUint64 {
-		u.gcCycles = s[2].Value.Uint64()
-	}
-	if s[3].Value.Kind() == metrics.KindFloat64 {
-		u.gcCPU = s[3].Value.Float64()
-	}
+	u.allocs, u.allocBytes, u.gcCycles = s[0].Value.Uint64(), s[1].Value.Uint64(), s[2].Value.Uint64()
+	u.gcCPU = s[3].Value.Float64()
 	return u
 }
 
 // resetPeakRSS starts a new high-water mark for resident memory (Linux
 // clear_refs "5"), so each run reports its own peak, not the process's.
-// It reports whether the kernel accepted the reset.
-func resetPeakRSS() bool {
+func resetPeakRSS() {
 	runtime.GC()
-	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 }
 
 // peakRSS is the resident-memory high-water mark in bytes: VmHWM since the
 // last reset, or ru_maxrss (the whole process's peak) where /proc is not
 // available.
 func peakRSS() uint64 {
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		for sc.Scan() {
-			line := sc.Bytes()
-			if v, ok := bytes.CutPrefix(line, []byte("VmHWM:")); ok {
-				f := bytes.Fields(v)
-				if len(f) > 0 {
-					if kb, err := strconv.ParseUint(string(f[0]), 10, 64); err == nil {
-						return kb * 1024
-					}
-				}
+	b, _ := os.ReadFile("/proc/self/status")
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb uint64
+			if _, err := fmt.Sscan(v, &kb); err == nil {
+				return kb * 1024
 			}
 		}
 	}
@@ -127,15 +109,9 @@ func peakRSS() uint64 {
 
 // load1 is the one-minute load average (0 where /proc is not available).
 func load1() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	f := bytes.Fields(b)
-	if len(f) == 0 {
-		return 0
-	}
-	v, _ := strconv.ParseFloat(string(f[0]), 64)
+	b, _ := os.ReadFile("/proc/loadavg")
+	var v float64
+	_, _ = fmt.Sscan(string(b), &v)
 	return v
 }
 
@@ -162,19 +138,16 @@ func machine() Machine {
 		CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0),
 		GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
 	}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		for sc.Scan() {
-			if k, v, ok := bytes.Cut(sc.Bytes(), []byte(":")); ok && string(bytes.TrimSpace(k)) == "model name" {
-				m.CPUModel = string(bytes.TrimSpace(v))
-				break
-			}
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for line := range strings.Lines(string(b)) {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			m.CPUModel = strings.TrimSpace(v)
+			break
 		}
 	}
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if f := bytes.Fields(b); len(f) >= 3 {
-			m.LoadAvg = string(bytes.Join(f[:3], []byte(" ")))
-		}
+	b, _ = os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); len(f) >= 3 {
+		m.LoadAvg = strings.Join(f[:3], " ")
 	}
 	m.GOGC, m.MemoryLimit = gcSettings()
 	return m
