@@ -70,14 +70,7 @@ const (
 func unknownPack(what, name string, names []string) (msg string, closest []string) {
 	closest = closestNames(name, names, maxClosest)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %q does not exist", what, name)
-	switch len(closest) {
-	case 0:
-	case 1:
-		fmt.Fprintf(&b, "; did you mean %q?", closest[0])
-	default:
-		fmt.Fprintf(&b, "; did you mean one of %s?", quoteNames(closest))
-	}
+	fmt.Fprintf(&b, "%s %q does not exist%s", what, name, didYouMean(closest))
 	switch {
 	case len(names) <= listAllPacks:
 		fmt.Fprintf(&b, " (known: %s)", quoteNames(names))

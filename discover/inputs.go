@@ -29,12 +29,17 @@ func (s *Snapshot) Inputs(req Request) (resolve.Inputs, error) {
 	if req.Ref == nil {
 		return resolve.Inputs{}, &resolve.ResolutionError{Code: resolve.CodeTaskInvalid, Subject: "role", Details: map[string]any{"field": "role"}, Message: "role is required"}
 	}
-	var refName string
+	// name is the profile to use and via who named it; the message is
+	// built only on error.
+	var refName, name, via string
 	switch ref := req.Ref.(type) {
 	case resolve.RoleName:
 		refName = string(ref)
+		if b, ok := s.Config.Overlays[refName]; ok {
+			name, via = b, "overlays"
+		}
 	case resolve.ExternalRef:
-		refName = ref.Name
+		refName, name, via = ref.Name, ref.Name, "role"
 	}
 	if err := resolve.ValidateName("role", refName); err != nil {
 		return resolve.Inputs{}, err
@@ -48,6 +53,7 @@ func (s *Snapshot) Inputs(req Request) (resolve.Inputs, error) {
 		if err := resolve.ValidateName("profile", *req.Profile); err != nil {
 			return resolve.Inputs{}, err
 		}
+		name, via = *req.Profile, "profile"
 	}
 
 	pf, err := s.pack(req.Pack)
@@ -68,19 +74,6 @@ func (s *Snapshot) Inputs(req Request) (resolve.Inputs, error) {
 		in.PackSelection = resolve.PackFromTask
 	}
 
-	// via says who named the profile; the message is built only on error.
-	var name, via string
-	switch ref := req.Ref.(type) {
-	case resolve.ExternalRef:
-		name, via = ref.Name, "role"
-	case resolve.RoleName:
-		if b, ok := s.Config.Overlays[string(ref)]; ok {
-			name, via = b, "overlays"
-		}
-	}
-	if req.Profile != nil {
-		name, via = *req.Profile, "profile"
-	}
 	if name != "" {
 		p, ok := s.Profiles[name]
 		if !ok {
@@ -106,14 +99,7 @@ func missingProfile(name, via, role string, closest []string) *resolve.Resolutio
 	}[via]
 	err := &resolve.ResolutionError{
 		Code: resolve.CodeExternalProfileMissing, Subject: name, Details: map[string]any{},
-		Message: fmt.Sprintf("profile %q, named by %s, does not exist", name, by),
-	}
-	switch len(closest) {
-	case 0:
-	case 1:
-		err.Message += fmt.Sprintf("; did you mean %q?", closest[0])
-	default:
-		err.Message += fmt.Sprintf("; did you mean one of %s?", quoteNames(closest))
+		Message: fmt.Sprintf("profile %q, named by %s, does not exist%s", name, by, didYouMean(closest)),
 	}
 	if len(closest) > 0 {
 		err.Details["closest"] = closest
@@ -159,18 +145,34 @@ func (s *Snapshot) defaultPack() (name, file string, line int) {
 // its active built-in Roles, then external:<name> for every enabled
 // replacement profile (resolve.Roster).
 func (s *Snapshot) Roster(pack string) ([]string, error) {
-	var sel *string
-	if pack != "" {
-		if err := resolve.ValidateName("pack", pack); err != nil {
-			return nil, err
-		}
-		sel = &pack
-	}
-	pf, err := s.pack(sel)
+	pf, err := s.namedPack(pack)
 	if err != nil {
 		return nil, err
 	}
 	return resolve.Roster(pf.Pack, s.Catalog, s.profileList, s.Policy), nil
+}
+
+// namedPack is the pack a roster names ("" = the worker's default pack).
+func (s *Snapshot) namedPack(pack string) (*PackFile, error) {
+	if pack == "" {
+		return s.pack(nil)
+	}
+	if err := resolve.ValidateName("pack", pack); err != nil {
+		return nil, err
+	}
+	return s.pack(&pack)
+}
+
+// didYouMean is the suggestion a not-found message ends with, "" when
+// nothing is close.
+func didYouMean(closest []string) string {
+	switch len(closest) {
+	case 0:
+		return ""
+	case 1:
+		return fmt.Sprintf("; did you mean %q?", closest[0])
+	}
+	return fmt.Sprintf("; did you mean one of %s?", quoteNames(closest))
 }
 
 func quoteNames(names []string) string {

@@ -42,18 +42,11 @@ type RosterSkill struct {
 // RosterEntries is Roster with each identity's description, tiers and
 // admitted skills, in the same order.
 func (s *Snapshot) RosterEntries(pack string) ([]RosterEntry, error) {
-	ids, err := s.Roster(pack)
+	pf, err := s.namedPack(pack)
 	if err != nil {
 		return nil, err
 	}
-	var sel *string
-	if pack != "" {
-		sel = &pack
-	}
-	pf, err := s.pack(sel)
-	if err != nil {
-		return nil, err
-	}
+	ids := resolve.Roster(pf.Pack, s.Catalog, s.profileList, s.Policy)
 	out := make([]RosterEntry, 0, len(ids))
 	for _, id := range ids {
 		e := RosterEntry{Identity: id, Skills: []RosterSkill{}}
