@@ -3,11 +3,9 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -249,10 +247,10 @@ func errCode(err error) string {
 	return ""
 }
 
-// bundleReadyz answers /readyz for --config-from nats: not ready until a
-// bundle serves (503 with the reason); a refused newer bundle leaves the
-// worker ready but degraded, with the refusal in the body.
-func bundleReadyz(rw http.ResponseWriter, nc *nats.Conn, w *pipeline.Worker, src *bundle.Source, problems *configProblems) {
+// bundleReadyz is the /readyz status for --config-from nats: not ready
+// until a bundle serves (503 with the reason); a refused newer bundle
+// leaves the worker ready but degraded, with the refusal in the body.
+func bundleReadyz(nc *nats.Conn, w *pipeline.Worker, src *bundle.Source, problems *configProblems) (map[string]any, bool) {
 	st := src.Status()
 	snap := src.Snapshot()
 	status := map[string]any{
@@ -278,12 +276,7 @@ func bundleReadyz(rw http.ResponseWriter, nc *nats.Conn, w *pipeline.Worker, src
 		status["config_error"] = map[string]any{"code": errCode(st.LastError), "message": st.LastError.Error(), "revision": st.LastErrorRevision}
 		status["snapshot_error"] = st.LastError.Error()
 	}
-	status["ready"] = ok
-	rw.Header().Set("Content-Type", "application/json")
-	if !ok {
-		rw.WriteHeader(http.StatusServiceUnavailable)
-	}
-	_ = json.NewEncoder(rw).Encode(status)
+	return status, ok
 }
 
 // uiSnapshots is the audit view's snapshot source: the worker's, except

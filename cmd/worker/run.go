@@ -339,25 +339,27 @@ func serveHTTP(addr string, nc *nats.Conn, w *pipeline.Worker, src snapshotSourc
 		fmt.Fprintln(rw, "ok")
 	})
 	mux.HandleFunc("/readyz", func(rw http.ResponseWriter, _ *http.Request) {
-		if b, ok := src.(*bundle.Source); ok {
-			bundleReadyz(rw, nc, w, b, problems)
-			return
-		}
-		snap := src.Snapshot()
-		status := map[string]any{
-			"nats_connected": nc.IsConnected(),
-			"consumer_bound": w.Ready(),
-			"snapshot":       snap.Digest,
-			"snapshot_error": nil,
-			// What worker validate reports for the snapshot served: detail
-			// for the operator, not a reason to be unready (every other
-			// pack works).
-			"problems": service.Problems(problems.check(snap)),
-		}
-		ok := nc.IsConnected() && w.Ready()
-		if err := src.Err(); err != nil {
-			status["snapshot_error"] = err.Error()
-			ok = false
+		var status map[string]any
+		var ok bool
+		if b, isBundle := src.(*bundle.Source); isBundle {
+			status, ok = bundleReadyz(nc, w, b, problems)
+		} else {
+			snap := src.Snapshot()
+			status = map[string]any{
+				"nats_connected": nc.IsConnected(),
+				"consumer_bound": w.Ready(),
+				"snapshot":       snap.Digest,
+				"snapshot_error": nil,
+				// What worker validate reports for the snapshot served: detail
+				// for the operator, not a reason to be unready (every other
+				// pack works).
+				"problems": service.Problems(problems.check(snap)),
+			}
+			ok = nc.IsConnected() && w.Ready()
+			if err := src.Err(); err != nil {
+				status["snapshot_error"] = err.Error()
+				ok = false
+			}
 		}
 		status["ready"] = ok
 		rw.Header().Set("Content-Type", "application/json")
