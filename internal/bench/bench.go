@@ -386,13 +386,12 @@ func (e *env) loops(o Options, tasks []task) ([]loop, error) {
 	if !o.Baseline {
 		return pipe, nil
 	}
-	cfg := pipelineConfig(o)
-	cfg.IdempotencyHorizon = pipeline.IdempotencyOff
-	tmpl, err := outcomeTemplates(e.src.Snapshot(), tasks, cfg.Prefix)
+	storeOff := e.pipelineLoop(o, LoopStoreOff, pipeline.IdempotencyOff)
+	tmpl, err := outcomeTemplates(e.src.Snapshot(), tasks, storeOff.cfg.Prefix)
 	if err != nil {
 		return nil, err
 	}
-	return append([]loop{bareLoop(cfg, tmpl), e.pipelineLoop(o, LoopStoreOff, pipeline.IdempotencyOff)}, pipe...), nil
+	return append([]loop{bareLoop(storeOff.cfg, tmpl), storeOff}, pipe...), nil
 }
 
 // warmUpRun is the repeat index run is given for a warm-up run.
@@ -575,20 +574,15 @@ type loop struct {
 	after func(*Stats)
 }
 
-// pipelineConfig is the worker's default configuration with the bench's
-// concurrency: the streams and consumer `worker run` would create. Every
-// loop runs on them; its runs are one after another, each on fresh
-// streams.
-func pipelineConfig(o Options) pipeline.Config {
+// pipelineLoop is pipeline.New + Run as `worker run` wires it, on the
+// streams and consumer `worker run` would create (the worker's default
+// configuration with the bench's concurrency), with the idempotency
+// horizon given (0: the default). Every loop runs on such a configuration
+// (the bare loop on the store-off one's), each run on fresh streams.
+func (e *env) pipelineLoop(o Options, name string, horizon time.Duration) loop {
 	cfg := pipeline.DefaultConfig()
 	cfg.Concurrency = o.Concurrency
-	return cfg.WithDefaults()
-}
-
-// pipelineLoop is pipeline.New + Run as `worker run` wires it, with the
-// idempotency horizon given (0: the default).
-func (e *env) pipelineLoop(o Options, name string, horizon time.Duration) loop {
-	cfg := pipelineConfig(o)
+	cfg = cfg.WithDefaults()
 	if horizon != 0 {
 		cfg.IdempotencyHorizon = horizon
 	}
@@ -629,14 +623,14 @@ func (e *env) pipelineLoop(o Options, name string, horizon time.Duration) loop {
 // streamNames are the streams a loop's run may create: the idempotency
 // store's too (a KV bucket is the stream KV_<bucket>), so that no run
 // finds another's records.
-func (e *env) streamNames(cfg pipeline.Config) []string {
+func streamNames(cfg pipeline.Config) []string {
 	return []string{cfg.TasksStream, cfg.SpecsStream, cfg.DeadLetter, "KV_" + cfg.OutcomesBucket}
 }
 
 // prepare leaves the loop's streams absent: deleted if found (refused on
 // an external server without Purge, so a bench never eats a real queue).
 func (e *env) prepare(ctx context.Context, cfg pipeline.Config) error {
-	for _, name := range e.streamNames(cfg) {
+	for _, name := range streamNames(cfg) {
 		_, err := e.driverJS.Stream(ctx, name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			continue
@@ -657,7 +651,7 @@ func (e *env) prepare(ctx context.Context, cfg pipeline.Config) error {
 func (e *env) drop(cfg pipeline.Config) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, name := range e.streamNames(cfg) {
+	for _, name := range streamNames(cfg) {
 		_ = e.driverJS.DeleteStream(ctx, name)
 	}
 }
