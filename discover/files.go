@@ -263,23 +263,19 @@ func (s *scanner) keepDir(t tree, dir string) {
 
 func (s *scanner) stat(t tree, name string) (fs.FileInfo, error) {
 	key := t.display(name)
+	r, kept := statResult{}, false
 	if s.use != nil && !s.use.changed.has(key) {
-		if r, ok := s.use.stats[key]; ok {
-			if s.save != nil {
-				s.save.stats[key] = r
-				s.keepDir(t, path.Dir(name))
-			}
-			s.record(key, r.fi, r.err)
-			return r.fi, r.err
-		}
+		r, kept = s.use.stats[key]
 	}
-	fi, err := s.statFS(t, name)
+	if !kept {
+		r.fi, r.err = s.statFS(t, name)
+	}
 	if s.save != nil {
-		s.save.stats[key] = statResult{fi, err}
+		s.save.stats[key] = r
 		s.keepDir(t, path.Dir(name))
 	}
-	s.record(key, fi, err)
-	return fi, err
+	s.record(key, r.fi, r.err)
+	return r.fi, r.err
 }
 
 // statFS follows a symbolic link as t.stat does; on disk it looks with

@@ -28,7 +28,7 @@ type Location struct {
 // source with an absolute root is refused, since nothing outside fsys may
 // be read.
 func LoadFS(fsys fs.FS, at Location, opts Options) (*Snapshot, error) {
-	l := loadFrom(at.Root, fsys, opts)
+	l := loadFrom(at.Root, fsys, opts, nil)
 	if len(l.errs) > 0 {
 		return nil, l.errs[0]
 	}
@@ -42,7 +42,7 @@ func LoadFS(fsys fs.FS, at Location, opts Options) (*Snapshot, error) {
 
 // ValidateFS is ValidateWith over a file system (see LoadFS).
 func ValidateFS(fsys fs.FS, opts Options) []*Error {
-	return validateLoaded(loadFrom("", fsys, opts))
+	return validateLoaded(loadFrom("", fsys, opts, nil))
 }
 
 // errOutside has the text os.Root gives a path that leaves it, so

@@ -140,16 +140,13 @@ func (l *loader) read(c cand, code resolve.Code, kind string) ([]byte, bool) {
 	return data, true
 }
 
-func load(rootPath string, opts Options) *loader { return loadFrom(rootPath, nil, opts) }
+func load(rootPath string, opts Options) *loader { return loadFrom(rootPath, nil, opts, nil) }
 
-// loadFrom reads rootPath through os.Root, or fsys when it is not nil.
-func loadFrom(rootPath string, fsys fs.FS, opts Options) *loader {
-	return loadCached(rootPath, fsys, opts, nil)
-}
-
-// loadCached is loadFrom reusing what cache holds of unchanged files; the
-// result equals loadFrom's (the property test in cache_test.go checks it).
-func loadCached(rootPath string, fsys fs.FS, opts Options, cache *parseCache) *loader {
+// loadFrom reads rootPath through os.Root, or fsys when it is not nil,
+// reusing what cache (when not nil) holds of unchanged files; the result
+// is the same with or without a cache (the property test in cache_test.go
+// checks it).
+func loadFrom(rootPath string, fsys fs.FS, opts Options, cache *parseCache) *loader {
 	l := &loader{
 		cache:    cache,
 		rootPath: rootPath,
@@ -513,6 +510,12 @@ func (l *loader) snapshot() *Snapshot {
 		Warnings:     l.warnings,
 		RoleFiles:    l.roleFiles,
 		ModeFiles:    l.modeFiles,
+		Models:       l.cfg.Models,
+		// nil when there are none, so that a configuration without skills
+		// keeps the inputs digests it had before skills existed.
+		Skills:      l.sk.list,
+		SkillFiles:  l.sk.files,
+		SkillErrors: l.sk.errs,
 	}
 	for i, f := range l.files {
 		s.Files[i] = Origin{File: f.path}
@@ -522,7 +525,6 @@ func (l *loader) snapshot() *Snapshot {
 	for _, name := range sortedKeys(l.profiles) {
 		s.profileList = append(s.profileList, l.profiles[name].ExternalProfile)
 	}
-	l.fillSkills(s)
 	s.inputs = newDecisionIndex(s, l.files, l.cache.digest)
 	return s
 }

@@ -468,16 +468,6 @@ func skillDigest(files []fileRec) string {
 	return digestFiles("rolecall.skill.v1", files)
 }
 
-// fillSkills puts the model catalog and the skills into a new snapshot.
-func (l *loader) fillSkills(s *Snapshot) {
-	s.Models = l.cfg.Models
-	// nil when there are none, so that a configuration without skills
-	// keeps the inputs digests it had before skills existed.
-	s.Skills = l.sk.list
-	s.SkillFiles = l.sk.files
-	s.SkillErrors = l.sk.errs
-}
-
 // skillProblem is the skill-source problem that fails a task, or nil. A
 // task is failed only when its resolution consults skills: its own
 // skills patterns, or those of its role's pack entry (or of a variant of

@@ -91,7 +91,7 @@ func NewSource(root string, opts Options, log *slog.Logger) (*Source, error) {
 	}
 	s := &Source{root: root, opts: opts, log: log, cache: newParseCache()}
 	s.cache.begin()
-	l := loadCached(root, nil, opts, s.cache)
+	l := loadFrom(root, nil, opts, s.cache)
 	s.cache.commit()
 	if len(l.errs) > 0 {
 		return nil, l.errs[0]
@@ -299,7 +299,7 @@ func (s *Source) reloadLocked(force bool, c *changes) bool {
 		s.cache.memo, s.cache.memoAt = memo, at
 	}
 	s.cache.begin()
-	l := loadCached(s.root, nil, s.opts, s.cache)
+	l := loadFrom(s.root, nil, s.opts, s.cache)
 	s.cache.commit()
 	sameFiles := l.fp == s.tried
 	s.tried, s.triedAt, s.triedStart = l.fp, l.scan, l.started
