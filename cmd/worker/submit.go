@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"strings"
 	"time"
@@ -199,9 +200,7 @@ func (c *submitCmd) publish(parent context.Context, tel *telemetry.Telemetry, js
 	if err != nil {
 		return nil, "", usageErr("%s: encode task event: %v", t.from, err)
 	}
-	for k, v := range carrier {
-		header[k] = v
-	}
+	maps.Copy(header, carrier)
 	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: header, Data: body}, jetstream.WithMsgID(c.Source+"/"+t.id))
 	if err != nil {
 		span.RecordError(err)
