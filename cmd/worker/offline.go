@@ -105,10 +105,7 @@ func printExplain(w io.Writer, snap *discover.Snapshot, out *pipeline.Outcome, t
 		if origin.File == "task" {
 			where = taskFile
 		}
-		if where == "" {
-			where = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", field, truncate(fieldValue(spec, field), 48), source, where)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", field, truncate(fieldValue(spec, field), 48), source, orDash(where))
 	}
 	explainTierAndSkills(tw, snap, spec)
 	for _, d := range spec.Diagnostics {
@@ -149,8 +146,7 @@ func fieldValue(s *resolve.ResolvedAgentSpec, field string) string {
 	case "lion_system":
 		v = s.LionSystem
 	case "prompt":
-		v = fmt.Sprintf("%s, %d bytes", s.PromptDisposition, len(s.PromptBody))
-		return v.(string)
+		return fmt.Sprintf("%s, %d bytes", s.PromptDisposition, len(s.PromptBody))
 	case "artifact_defaults":
 		v = s.ArtifactDefaults
 	case "timeout":
@@ -197,16 +193,16 @@ func (c *rosterCmd) Run(_ context.Context, g *globals) error {
 			return usageErr("--pack: %v", err)
 		}
 	}
-	roster, err := snap.Roster(c.Pack)
-	if err != nil {
-		return printFailure(g.stdout, pipeline.FailureFrom(nil, resolve.StageDiscover, err))
-	}
 	if c.JSON {
 		entries, err := snap.RosterEntries(c.Pack)
 		if err != nil {
 			return printFailure(g.stdout, pipeline.FailureFrom(nil, resolve.StageDiscover, err))
 		}
 		return printJSON(g.stdout, entries)
+	}
+	roster, err := snap.Roster(c.Pack)
+	if err != nil {
+		return printFailure(g.stdout, pipeline.FailureFrom(nil, resolve.StageDiscover, err))
 	}
 	var b bytes.Buffer
 	for _, r := range roster {
