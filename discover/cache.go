@@ -184,52 +184,25 @@ func stampsByPath(stamps []stamp) map[string]stamp {
 	return m
 }
 
-// readCached is read with the cache: the bytes, and the cache entry the
-// decoded value goes into (nil without a cache).
-func (l *loader) readCached(c cand, code resolve.Code, kind string) ([]byte, *cachedFile, bool) {
-	if l.cache == nil {
-		data, ok := l.read(c, code, kind)
-		return data, nil, ok
-	}
-	if c.err != nil {
-		l.fail(c.err)
-		return nil, nil, false
+// readCached is read with the cache: the bytes, from the cache when they
+// cannot have changed, and the cache entry the decoded value goes into
+// (nil without a cache).
+func (l *loader) readCached(c cand, code resolve.Code, kind string) ([]byte, *cachedFile, *Error) {
+	if l.cache == nil || c.err != nil {
+		data, err := l.read(c, code, kind)
+		return data, nil, err
 	}
 	st, ok := l.stamps[c.path]
-	if data, e := l.cache.bytes(c.path, st, ok); data != nil {
+	data, e := l.cache.bytes(c.path, st, ok)
+	if data != nil {
 		l.files = append(l.files, fileRec{c.path, data, kind, c.stem})
-		return data, e, true
-	} else if data, ok := l.read(c, code, kind); ok {
-		return data, l.cache.store(c.path, st, l.started, data, e), true
+		return data, e, nil
 	}
-	return nil, nil, false
-}
-
-// readPack reads a pack's bytes, from the cache when they cannot have
-// changed, and returns the cache entry (nil without a cache). A pack's
-// read error is the pack's, not the load's, so it is returned rather than
-// recorded.
-func (l *loader) readPack(c cand) ([]byte, *cachedFile, *Error) {
-	var old *cachedFile
-	var st stamp
-	var ok bool
-	if l.cache != nil {
-		st, ok = l.stamps[c.path]
-		var data []byte
-		if data, old = l.cache.bytes(c.path, st, ok); data != nil {
-			l.files = append(l.files, fileRec{c.path, data, resolve.InputPack, c.stem})
-			return data, old, nil
-		}
-	}
-	data, err := readFile(c.t, c.name, resolve.CodePackInvalid)
+	data, err := l.read(c, code, kind)
 	if err != nil {
 		return nil, nil, err
 	}
-	l.files = append(l.files, fileRec{c.path, data, resolve.InputPack, c.stem})
-	if l.cache == nil {
-		return data, nil, nil
-	}
-	return data, l.cache.store(c.path, st, l.started, data, old), nil
+	return data, l.cache.store(c.path, st, l.started, data, e), nil
 }
 
 // packEntry is a pack's parsed source and, for a pack that extends

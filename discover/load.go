@@ -126,18 +126,16 @@ func (l *loader) fail(e *Error) {
 	}
 }
 
-func (l *loader) read(c cand, code resolve.Code, kind string) ([]byte, bool) {
+// read reads the file c and records it as kind.
+func (l *loader) read(c cand, code resolve.Code, kind string) ([]byte, *Error) {
 	if c.err != nil {
-		l.fail(c.err)
-		return nil, false
+		return nil, c.err
 	}
 	data, err := readFile(c.t, c.name, code)
-	if err != nil {
-		l.fail(err)
-		return nil, false
+	if err == nil {
+		l.files = append(l.files, fileRec{c.path, data, kind, c.stem})
 	}
-	l.files = append(l.files, fileRec{c.path, data, kind, c.stem})
-	return data, true
+	return data, err
 }
 
 func load(rootPath string, opts Options) *loader { return loadFrom(rootPath, nil, opts, nil) }
@@ -206,17 +204,14 @@ func loadFrom(rootPath string, fsys fs.FS, opts Options, cache *parseCache) *loa
 		l.fail(e)
 	}
 
-	if fixed.config != nil {
-		if data, ok := l.read(*fixed.config, resolve.CodeConfigInvalid, resolve.InputConfig); ok {
-			cfg, err := decodeConfigWith(fixed.config.path, data, l.x)
-			if err != nil {
-				l.fail(err)
-			} else {
-				l.cfg, l.cfgOK = cfg, true
-			}
-		}
-	} else {
+	if c := fixed.config; c == nil {
 		l.cfgOK = true
+	} else if data, err := l.read(*c, resolve.CodeConfigInvalid, resolve.InputConfig); err != nil {
+		l.fail(err)
+	} else if cfg, err := decodeConfigWith(c.path, data, l.x); err != nil {
+		l.fail(err)
+	} else {
+		l.cfg, l.cfgOK = cfg, true
 	}
 	if l.cfgOK {
 		l.scan = scanPaths{roots: l.cfg.ProfileRoots, preamble: l.cfg.PreambleFile, sources: l.cfg.Sources}
@@ -289,16 +284,14 @@ func (l *loader) loadPacks(cands []cand) {
 	cached := map[string]*packEntry{}
 	reused := map[*packSource]bool{}
 	for _, c := range cands {
-		src := &packSource{name: c.stem, path: c.path, err: c.err}
-		if src.err == nil {
-			if data, ce, err := l.readPack(c); err != nil {
-				src.err = err
-			} else {
-				var r bool
-				src, cached[c.stem], r = l.preparePackCached(c, data, ce, o)
-				if r {
-					reused[src] = true
-				}
+		src := &packSource{name: c.stem, path: c.path}
+		if data, ce, err := l.readCached(c, resolve.CodePackInvalid, resolve.InputPack); err != nil {
+			src.err = err
+		} else {
+			var r bool
+			src, cached[c.stem], r = l.preparePackCached(c, data, ce, o)
+			if r {
+				reused[src] = true
 			}
 		}
 		if src.err != nil && src.err.Subject == "" {
@@ -417,12 +410,12 @@ type catalogDecoder[T any] func(path, stem string, data []byte) (T, *CatalogFile
 // entries and files; a name whose file fails is broken.
 func loadCatalogFiles[T any](l *loader, cands []cand, kind string, decode catalogDecoder[T], entries map[string]T, files map[string]*CatalogFile, broken map[string]bool) {
 	for _, c := range cands {
-		data, ce, ok := l.readCached(c, resolve.CodeCatalogInvalid, kind)
-		if !ok {
-			broken[c.stem] = true
-			continue
+		data, ce, err := l.readCached(c, resolve.CodeCatalogInvalid, kind)
+		var v T
+		var cf *CatalogFile
+		if err == nil {
+			v, cf, err = decodeCatalogCached(l, c, data, ce, decode)
 		}
-		v, cf, err := decodeCatalogCached(l, c, data, ce, decode)
 		if err != nil {
 			l.fail(err)
 			broken[c.stem] = true
@@ -457,12 +450,11 @@ func (l *loader) loadProfiles(roots [][]cand) {
 				continue
 			}
 			first[c.stem] = c.path
-			data, ce, ok := l.readCached(c, resolve.CodeProfileInvalid, resolve.InputProfile)
-			if !ok {
-				l.brokenProfiles[c.stem] = true
-				continue
+			data, ce, err := l.readCached(c, resolve.CodeProfileInvalid, resolve.InputProfile)
+			var p *Profile
+			if err == nil {
+				p, err = l.decodeProfileCached(c, data, ce)
 			}
-			p, err := l.decodeProfileCached(c, data, ce)
 			if err != nil {
 				l.fail(err)
 				l.brokenProfiles[c.stem] = true
