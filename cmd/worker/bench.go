@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rolecall/rolecall/internal/bench"
-	"github.com/rolecall/rolecall/telemetry"
 )
 
 type benchCmd struct {
@@ -50,10 +49,8 @@ func (c *benchCmd) Run(ctx context.Context, g *globals, kctx *kong.Context) (err
 	opts := bench.Options{
 		Tasks: c.Tasks, Concurrency: c.Concurrency, Mix: mix, Baseline: c.Baseline,
 		Rate: c.Rate, PeakFraction: c.PeakFraction, Trace: c.Trace, Binary: c.Binary, Repeat: c.Repeat,
-		Warmup: c.Warmup, PreviewFlood: c.PreviewFlood, URL: c.NATS, Purge: c.Purge, Timeout: c.Timeout, Progress: g.stderr,
-	}
-	if f, ok := g.stderr.(*os.File); ok && telemetry.IsTerminal(f) {
-		opts.ProgressTTY = true
+		Warmup: c.Warmup, PreviewFlood: c.PreviewFlood, URL: c.NATS, Purge: c.Purge, Timeout: c.Timeout,
+		Progress: g.stderr, ProgressTTY: isTerminal(g.stderr),
 	}
 	// The generated config root is the default: --root (or ROLECALL_ROOT)
 	// benchmarks a deployment's own files instead.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -394,9 +395,11 @@ func newLogger(g *globals) (*slog.Logger, error) {
 	if err != nil {
 		return nil, usageErr("--log-level: %v", err)
 	}
-	jsonLogs := true
-	if f, ok := g.stderr.(*os.File); ok && telemetry.IsTerminal(f) {
-		jsonLogs = false
-	}
-	return telemetry.NewLogger(g.stderr, level, jsonLogs), nil
+	return telemetry.NewLogger(g.stderr, level, !isTerminal(g.stderr)), nil
+}
+
+// isTerminal reports whether w is an *os.File on a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && telemetry.IsTerminal(f)
 }
