@@ -449,17 +449,17 @@ func summarize(runs []Stats, key func(Stats) float64) LoopReport {
 
 // env is what all runs share: the server, the connections, the config.
 type env struct {
-	server   string
-	url      string
-	embedded bool
-	src      *discover.Source
-	// worker is the connection of the loop under test; driver publishes
-	// tasks and watches the specs stream, so that the bench's own traffic
-	// does not queue behind the worker's on one socket.
-	worker, driver     *nats.Conn
+	server string // "embedded" or "external"
+	url    string
+	src    *discover.Source
+	// workerJS is on the connection of the loop under test; driverJS
+	// publishes tasks and watches the specs stream, on a connection of its
+	// own so that the bench's traffic does not queue behind the worker's.
 	workerJS, driverJS jetstream.JetStream
-	purge              bool
-	natsErrors         atomic.Int64
+	// purge lets prepare delete the streams it finds: always on the
+	// bench's own embedded server, with Options.Purge on an external one.
+	purge      bool
+	natsErrors atomic.Int64
 	// epoch is the time base of Options.Latencies.
 	epoch time.Time
 }
@@ -475,7 +475,7 @@ func setup(o Options) (*env, func(), error) {
 		cleanup()
 		return nil, nil, err
 	}
-	e := &env{server: "embedded", purge: o.Purge}
+	e := &env{server: "embedded", purge: true}
 
 	root := o.Root
 	if root == "" {
@@ -497,7 +497,6 @@ func setup(o Options) (*env, func(), error) {
 
 	url := o.URL
 	if url == "" {
-		e.embedded = true
 		srv, stop, err := startEmbedded()
 		if err != nil {
 			return fail(err)
@@ -505,18 +504,20 @@ func setup(o Options) (*env, func(), error) {
 		undo = append(undo, stop)
 		url = srv.ClientURL()
 	} else {
-		e.server = "external"
+		e.server, e.purge = "external", o.Purge
 	}
 	e.url = url
-	if e.worker, err = o.Connect(url, "rolecall-bench-worker"); err != nil {
+	worker, err := o.Connect(url, "rolecall-bench-worker")
+	if err != nil {
 		return fail(fmt.Errorf("bench: connect: %w", err))
 	}
-	undo = append(undo, e.worker.Close)
-	if e.driver, err = o.Connect(url, "rolecall-bench-driver"); err != nil {
+	undo = append(undo, worker.Close)
+	driver, err := o.Connect(url, "rolecall-bench-driver")
+	if err != nil {
 		return fail(fmt.Errorf("bench: connect: %w", err))
 	}
-	undo = append(undo, e.driver.Close)
-	for _, nc := range []*nats.Conn{e.worker, e.driver} {
+	undo = append(undo, driver.Close)
+	for _, nc := range []*nats.Conn{worker, driver} {
 		prev := nc.ErrorHandler()
 		nc.SetErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
 			e.natsErrors.Add(1)
@@ -525,10 +526,10 @@ func setup(o Options) (*env, func(), error) {
 			}
 		})
 	}
-	if e.workerJS, err = jetstream.New(e.worker); err != nil {
+	if e.workerJS, err = jetstream.New(worker); err != nil {
 		return fail(err)
 	}
-	if e.driverJS, err = jetstream.New(e.driver, jetstream.WithPublishAsyncMaxPending(1024)); err != nil {
+	if e.driverJS, err = jetstream.New(driver, jetstream.WithPublishAsyncMaxPending(1024)); err != nil {
 		return fail(err)
 	}
 	return e, cleanup, nil
@@ -638,7 +639,7 @@ func (e *env) prepare(ctx context.Context, cfg pipeline.Config) error {
 		if err != nil {
 			return fmt.Errorf("bench: stream %s: %w", name, err)
 		}
-		if !e.embedded && !e.purge {
+		if !e.purge {
 			return fmt.Errorf("bench: stream %s exists on the server; pass --purge to let the bench delete it", name)
 		}
 		if err := e.driverJS.DeleteStream(ctx, name); err != nil {
