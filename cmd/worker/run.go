@@ -88,9 +88,7 @@ func (c *runCmd) Run(ctx context.Context, g *globals) error {
 		return err // Setup's errors start with "telemetry:" already
 	}
 	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := tel.Shutdown(sctx); err != nil {
+		if err := shutdownWithin(5*time.Second, tel.Shutdown); err != nil {
 			log.Warn("telemetry flush", "error", err)
 		}
 	}()
@@ -383,11 +381,14 @@ func serveHTTP(addr string, nc *nats.Conn, w *pipeline.Worker, src snapshotSourc
 		}
 	}()
 	log.Info("http listening", "addr", ln.Addr().String())
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	}, nil
+	return func() { _ = shutdownWithin(2*time.Second, srv.Shutdown) }, nil
+}
+
+// shutdownWithin calls shutdown with a context that ends after d.
+func shutdownWithin(d time.Duration, shutdown func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return shutdown(ctx)
 }
 
 func newLogger(g *globals) (*slog.Logger, error) {

@@ -94,11 +94,7 @@ func (c *submitCmd) Run(ctx context.Context, g *globals) error {
 	if err != nil {
 		return err // Setup's errors start with "telemetry:" already
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = tel.Shutdown(sctx)
-	}()
+	defer func() { _ = shutdownWithin(5*time.Second, tel.Shutdown) }()
 	otel.SetErrorHandler(telemetry.ErrorHandler(log))
 
 	nc, js, err := c.connectJS("rolecall-submit", log)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,9 +46,5 @@ func (f uiFlags) serveUI(js jetstream.JetStream, cfg pipeline.Config, src pipeli
 		return nil, fmt.Errorf("--ui %s: %w", f.UI, err)
 	}
 	log.Info("audit view listening", "addr", s.Addr().String(), "url", "http://"+s.Addr().String()+"/ui/", "token", token != nil)
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = s.Close(ctx)
-	}, nil
+	return func() { _ = shutdownWithin(2*time.Second, s.Close) }, nil
 }
