@@ -141,9 +141,9 @@ func (d *ydoc) defaults(n *yaml.Node, path string, cfg *Config) *Error {
 		var err *Error
 		switch f.key {
 		case "model":
-			def.Model, err = d.optIdent(f.v, key)
+			def.Model, err = opt(d.ident(f.v, key))
 		case "effort":
-			def.Effort, err = d.optIdent(f.v, key)
+			def.Effort, err = opt(d.ident(f.v, key))
 		case "tools":
 			def.Tools, err = d.idents(f.v, key)
 		case "permissions":
@@ -278,18 +278,15 @@ func (d *ydoc) nats(n *yaml.Node, path string, cfg *Config) *Error {
 			nc.RetryFor, err = d.duration(f.v, key)
 		case "idempotency_horizon":
 			// 0 is a value here: the store turned off.
-			var v time.Duration
 			if f.v.Kind == yaml.ScalarNode && (f.v.Value == "0" || f.v.Value == "0s") {
-				nc.IdempotencyHorizon = &v
-				break
-			}
-			if v, err = d.duration(f.v, key); err == nil {
-				nc.IdempotencyHorizon = &v
+				nc.IdempotencyHorizon = new(time.Duration)
+			} else {
+				nc.IdempotencyHorizon, err = opt(d.duration(f.v, key))
 			}
 		case "concurrency":
 			nc.Concurrency, err = d.positive(f.v, key)
 		case "create_streams":
-			nc.CreateStreams, err = d.optBool(f.v, key)
+			nc.CreateStreams, err = opt(d.boolean(f.v, key))
 		}
 		return err
 	})

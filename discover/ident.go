@@ -22,14 +22,6 @@ func (d *ydoc) ident(n *yaml.Node, key string) (string, *Error) {
 	return s, nil
 }
 
-func (d *ydoc) optIdent(n *yaml.Node, key string) (*string, *Error) {
-	s, err := d.ident(n, key)
-	if err != nil {
-		return nil, err
-	}
-	return &s, nil
-}
-
 func (d *ydoc) idents(n *yaml.Node, key string) ([]string, *Error) { return d.list(n, key, d.ident) }
 
 // unsafe reports a control or format character in s, the value of n.

@@ -98,19 +98,19 @@ func (d *ydoc) packRoles(f pair, key string, pack *resolve.Pack, pf *PackFile) *
 			var err *Error
 			switch f.key {
 			case "model":
-				e.Model, err = d.optIdent(f.v, key)
+				e.Model, err = opt(d.ident(f.v, key))
 			case "tiers":
 				e.Tiers, err = d.tierNames(f.v, key)
 			case "skills":
 				e.Skills, err = d.skillPatterns(f.v, key)
 			case "effort":
-				e.Effort, err = d.optIdent(f.v, key)
+				e.Effort, err = opt(d.ident(f.v, key))
 			case "default_modes":
 				e.DefaultModes, err = d.names(f.v, key)
 			case "modes_allow":
 				e.ModesAllow, err = d.names(f.v, key)
 			case "active":
-				e.Active, err = d.optBool(f.v, key)
+				e.Active, err = opt(d.boolean(f.v, key))
 			case "authority":
 				e.Authority, err = d.strs(f.v, key)
 			case "boundaries":

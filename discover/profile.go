@@ -47,33 +47,27 @@ func decodeProfile(path, stem string, data []byte) (*Profile, *Error) {
 				}
 			}
 		case "base_role":
-			var s string
-			if s, err = d.name(f.v, key); err == nil {
-				ep.BaseRole = &s
-			}
+			ep.BaseRole, err = opt(d.name(f.v, key))
 		case "model":
-			ep.Model, err = d.optIdent(f.v, key)
+			ep.Model, err = opt(d.ident(f.v, key))
 		case "effort":
-			ep.Effort, err = d.optIdent(f.v, key)
+			ep.Effort, err = opt(d.ident(f.v, key))
 		case "yolo":
-			ep.Yolo, err = d.optBool(f.v, key)
+			ep.Yolo, err = opt(d.boolean(f.v, key))
 		case "bypass":
-			ep.Bypass, err = d.optBool(f.v, key)
+			ep.Bypass, err = opt(d.boolean(f.v, key))
 		case "fast_mode":
-			ep.FastMode, err = d.optBool(f.v, key)
+			ep.FastMode, err = opt(d.boolean(f.v, key))
 		case "lion_system":
-			ep.LionSystem, err = d.optBool(f.v, key)
+			ep.LionSystem, err = opt(d.boolean(f.v, key))
 		case "artifact_defaults":
 			ep.ArtifactDefaults, err = d.mapping(f.v, key)
 		case "timeout":
-			var t int
-			if t, err = d.positive(f.v, key); err == nil {
-				ep.Timeout = &t
-			}
+			ep.Timeout, err = opt(d.positive(f.v, key))
 		case "resume_on_timeout":
 			ep.ResumeOnTimeout, err = d.boolean(f.v, key)
 		case "enabled":
-			ep.Enabled, err = d.optBool(f.v, key)
+			ep.Enabled, err = opt(d.boolean(f.v, key))
 		}
 		return err
 	})

@@ -119,7 +119,7 @@ func (d *ydoc) variantSet(n *yaml.Node, key string) (resolve.VariantSet, *Error)
 		case "active":
 			err = d.errAt(f.k, key, "a variant cannot set active: whether a Role is on the roster does not depend on the task")
 		case "effort":
-			s.Effort, err = d.optIdent(f.v, key)
+			s.Effort, err = opt(d.ident(f.v, key))
 		case "default_modes":
 			s.DefaultModes, err = d.names(f.v, key)
 		case "modes_allow":

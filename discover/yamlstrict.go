@@ -319,12 +319,13 @@ func (d *ydoc) boolean(n *yaml.Node, key string) (bool, *Error) {
 	return b, nil
 }
 
-func (d *ydoc) optBool(n *yaml.Node, key string) (*bool, *Error) {
-	b, err := d.boolean(n, key)
+// opt turns a decoded value into an optional one, for fields where
+// absent (nil) and written differ: opt(d.boolean(n, key)).
+func opt[T any](v T, err *Error) (*T, *Error) {
 	if err != nil {
 		return nil, err
 	}
-	return &b, nil
+	return &v, nil
 }
 
 // positive decodes a positive integer (a bool, string or float is refused).
