@@ -743,9 +743,8 @@ func (e *env) run(ctx context.Context, o Options, repeat int, l loop, tasks []ta
 	var row func(enqueued time.Time, latency time.Duration)
 	if o.Latencies != nil {
 		rows = make([]byte, 0, len(tasks)*32)
-		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 		row = func(enqueued time.Time, latency time.Duration) {
-			rows = fmt.Appendf(rows, "%s,%d,%.3f,%.3f\n", l.name, repeat+1, ms(enqueued.Sub(e.epoch)), ms(latency))
+			rows = fmt.Appendf(rows, "%s,%d,%.3f,%.3f\n", l.name, repeat+1, millis(enqueued.Sub(e.epoch)), millis(latency))
 		}
 	}
 	if err := e.collect(ctx, cfg, tasks, seqs, &st, row); err != nil {

@@ -73,9 +73,9 @@ func (e *env) floodLoop(o Options, tasks []task) loop {
 			svcNC.Close()
 			return nil, errors.Join(err, stopPipe())
 		}
-		f := startFlood(planner, service.Subject(l.cfg.Prefix, service.EndpointResolve), o.PreviewFlood, tasks)
+		stopFlood := startFlood(planner, service.Subject(l.cfg.Prefix, service.EndpointResolve), o.PreviewFlood, tasks)
 		return func() error {
-			fs = f.stop()
+			fs = stopFlood()
 			planner.Close()
 			err := svc.Stop()
 			svcNC.Close()
@@ -86,15 +86,10 @@ func (e *env) floodLoop(o Options, tasks []task) loop {
 	return l
 }
 
-type flood struct {
-	quit chan struct{}
-	done chan FloodStats
-}
-
 // startFlood sends one preview request every 1/rate seconds, cycling
 // through the run's own task events, until stop.
-func startFlood(nc *nats.Conn, subject string, rate float64, tasks []task) *flood {
-	f := &flood{quit: make(chan struct{}), done: make(chan FloodStats, 1)}
+func startFlood(nc *nats.Conn, subject string, rate float64, tasks []task) (stop func() FloodStats) {
+	quit, done := make(chan struct{}), make(chan FloodStats, 1)
 	go func() {
 		var (
 			mu       sync.Mutex
@@ -110,7 +105,7 @@ func startFlood(nc *nats.Conn, subject string, rate float64, tasks []task) *floo
 		for i := 0; ; i++ {
 			due := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
 			select {
-			case <-f.quit:
+			case <-quit:
 				break loop
 			case <-time.After(time.Until(due)):
 			}
@@ -148,19 +143,15 @@ func startFlood(nc *nats.Conn, subject string, rate float64, tasks []task) *floo
 		}
 		if len(lat) > 0 {
 			slices.Sort(lat)
-			ms := func(q float64) float64 {
-				return float64(lat[min(int(q*float64(len(lat))), len(lat)-1)]) / float64(time.Millisecond)
-			}
-			fs.P50, fs.P99 = ms(0.5), ms(0.99)
+			at := func(q float64) float64 { return millis(lat[min(int(q*float64(len(lat))), len(lat)-1)]) }
+			fs.P50, fs.P99 = at(0.5), at(0.99)
 		}
-		f.done <- fs
+		done <- fs
 	}()
-	return f
-}
-
-func (f *flood) stop() FloodStats {
-	close(f.quit)
-	return <-f.done
+	return func() FloodStats {
+		close(quit)
+		return <-done
+	}
 }
 
 // String is the flood in one line.

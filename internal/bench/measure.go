@@ -43,13 +43,15 @@ func Percentile(sorted []time.Duration, p float64) time.Duration {
 // latencyOf sorts d in place and summarizes it.
 func latencyOf(d []time.Duration) Latency {
 	slices.Sort(d)
-	ms := func(v time.Duration) float64 { return float64(v) / float64(time.Millisecond) }
 	var max time.Duration
 	if len(d) > 0 {
 		max = d[len(d)-1]
 	}
-	return Latency{P50: ms(Percentile(d, 50)), P90: ms(Percentile(d, 90)), P99: ms(Percentile(d, 99)), Max: ms(max)}
+	return Latency{P50: millis(Percentile(d, 50)), P90: millis(Percentile(d, 90)), P99: millis(Percentile(d, 99)), Max: millis(max)}
 }
+
+// millis is d in milliseconds, the unit of every reported duration.
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // usage is a point-in-time reading of the process's resource counters.
 type usage struct {

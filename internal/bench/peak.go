@@ -70,7 +70,7 @@ func (e *env) findPeak(ctx context.Context, o Options) (*PeakSearch, error) {
 			return nil, fmt.Errorf("bench: peak search at %.0f tasks/s: %w", rate, err)
 		}
 		step := PeakStep{Rate: rate, Throughput: st.Throughput, P99: st.Latency.P99}
-		step.Kept = st.Throughput >= 0.98*rate && st.Latency.P99 < float64(keptP99)/float64(time.Millisecond)
+		step.Kept = st.Throughput >= 0.98*rate && st.Latency.P99 < millis(keptP99)
 		ps.Steps = append(ps.Steps, step)
 		if step.Kept {
 			lo = rate
