@@ -432,7 +432,7 @@ type cand struct {
 	t    tree
 	name string // slash path inside t
 	path string // display path
-	stem string
+	stem string // the name it is read as (the preamble: as rolecall.yaml names it)
 	err  *Error // a problem found while scanning (escape, not regular…)
 }
 
@@ -597,7 +597,7 @@ func (s *scanner) scanConfigured(t tree, sp scanPaths, cfgFile string, lines map
 		p.roots = append(p.roots, cands)
 	}
 	if sp.preamble != "" {
-		c := cand{t: t, name: sp.preamble, path: t.display(sp.preamble)}
+		c := cand{t: t, name: sp.preamble, path: t.display(sp.preamble), stem: sp.preamble}
 		if _, err := s.stat(t, sp.preamble); err != nil {
 			c.err = fileError(resolve.CodeConfigInvalid, c.path, err)
 		}

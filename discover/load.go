@@ -238,12 +238,7 @@ func loadFrom(rootPath string, fsys fs.FS, opts Options, cache *parseCache) *loa
 	l.loadPacks(fixed.packs)
 	l.loadProfiles(append([][]cand{fixed.agents}, conf.roots...))
 	if c := conf.preamble; c != nil {
-		var data []byte
-		err := c.err
-		if err == nil {
-			data, err = readFile(c.t, c.name, resolve.CodeConfigInvalid)
-		}
-		switch {
+		switch data, err := l.read(*c, resolve.CodeConfigInvalid, resolve.InputPreamble); {
 		case err != nil:
 			// Report a missing or escaping preamble where it was named.
 			l.fail(&Error{
@@ -251,7 +246,6 @@ func loadFrom(rootPath string, fsys fs.FS, opts Options, cache *parseCache) *loa
 				Message: fmt.Sprintf("key \"preamble_file\": %q %s", l.cfg.PreambleFile, err.Message),
 			})
 		default:
-			l.files = append(l.files, fileRec{c.path, data, resolve.InputPreamble, l.cfg.PreambleFile})
 			if line, msg := checkText(data); msg != "" {
 				l.fail(&Error{Code: resolve.CodeConfigInvalid, File: c.path, Line: line, Message: msg})
 			}
