@@ -56,10 +56,7 @@ func (c *explainCmd) Run(ctx context.Context, g *globals) error {
 		doc, err = c.recorded(ctx, g, snap)
 		var xe *explain.Error
 		if errors.As(err, &xe) {
-			if err := printJSON(g.stdout, xe); err != nil {
-				return err
-			}
-			return errTypedFailure
+			return printFailure(g.stdout, xe)
 		}
 		if err != nil {
 			return err

@@ -75,7 +75,9 @@ func printJSON(w io.Writer, v any) error {
 	return err
 }
 
-func printFailure(w io.Writer, f *events.FailureData) error {
+// printFailure prints a typed failure (a failure event's data, or an
+// explain error) as JSON and exits 1.
+func printFailure(w io.Writer, f any) error {
 	if err := printJSON(w, f); err != nil {
 		return err
 	}
