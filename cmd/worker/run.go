@@ -205,20 +205,17 @@ func (c *runCmd) Run(ctx context.Context, g *globals) error {
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	select {
-	case err := <-done:
-		if err != nil {
-			return err
-		}
+	case err = <-done:
 	case <-ctx.Done():
 		log.Info("draining: no new tasks are fetched; in-flight tasks finish", "timeout", c.DrainTimeout.String())
 		select {
-		case err := <-done:
-			if err != nil {
-				return err
-			}
+		case err = <-done:
 		case <-time.After(c.DrainTimeout):
 			return fmt.Errorf("drain did not finish within %s; unacknowledged tasks will be redelivered", c.DrainTimeout)
 		}
+	}
+	if err != nil {
+		return err
 	}
 	if err := nc.Flush(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 		log.Warn("flush", "error", err)
