@@ -14,14 +14,13 @@ type progress struct {
 	label string
 	total int
 	what  string
-	start time.Time
 	last  time.Time
 	lastN int
 	wrote bool
 }
 
 func newProgress(w io.Writer, tty bool, label string, total int) *progress {
-	return &progress{w: w, tty: tty, label: label, total: total, start: time.Now()}
+	return &progress{w: w, tty: tty, label: label, total: total}
 }
 
 func (p *progress) phase(what string) {
@@ -29,8 +28,6 @@ func (p *progress) phase(what string) {
 		return
 	}
 	p.what = what
-	p.start = time.Now()
-	p.lastN = 0
 	p.print(0, true)
 }
 
