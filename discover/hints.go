@@ -113,7 +113,7 @@ func closestNamesOf(name string, count int, at func(int) string, n int) []string
 		if len(long)-len(short) > limit && !prefix {
 			continue
 		}
-		d, ok := editDistanceIn(&rows, name, c, limit)
+		d, ok := editDistance(&rows, name, c, limit)
 		switch {
 		case ok:
 		case prefix && reach <= limit:
@@ -145,19 +145,15 @@ func closestNamesOf(name string, count int, at func(int) string, n int) []string
 	return out
 }
 
+// distanceRows are editDistance's three rows, reused from name to name.
+type distanceRows [3 * (resolve.MaxNameLen + 1)]int
+
 // editDistance is the edit distance of a and b when it is at most limit
 // (ok is false otherwise): insertions, deletions, substitutions and
 // swaps of two neighbouring bytes (the optimal string alignment distance;
 // names are ASCII), so "ghots" is one edit from "ghost". It stops as soon
 // as a row's minimum exceeds limit.
-func editDistance(a, b string, limit int) (d int, ok bool) {
-	return editDistanceIn(new(distanceRows), a, b, limit)
-}
-
-// distanceRows are editDistance's three rows, reused from name to name.
-type distanceRows [3 * (resolve.MaxNameLen + 1)]int
-
-func editDistanceIn(rows *distanceRows, a, b string, limit int) (d int, ok bool) {
+func editDistance(rows *distanceRows, a, b string, limit int) (d int, ok bool) {
 	const w = resolve.MaxNameLen + 1
 	prev2, prev, cur := rows[:len(b)+1:len(b)+1], rows[w:][:len(b)+1:len(b)+1], rows[2*w:][:len(b)+1:len(b)+1]
 	if len(b) >= w {

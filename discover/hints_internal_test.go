@@ -53,7 +53,7 @@ func TestEditDistance(t *testing.T) {
 		{"abcd", "badc", 2, 2, true},
 	}
 	for _, tt := range tests {
-		d, ok := editDistance(tt.a, tt.b, tt.limit)
+		d, ok := editDistance(new(distanceRows), tt.a, tt.b, tt.limit)
 		if d != tt.d || ok != tt.ok {
 			t.Errorf("editDistance(%q, %q, %d) = %d, %t; want %d, %t", tt.a, tt.b, tt.limit, d, ok, tt.d, tt.ok)
 		}
