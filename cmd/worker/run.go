@@ -161,22 +161,23 @@ func (c *runCmd) Run(ctx context.Context, g *globals) error {
 	if err != nil {
 		return err
 	}
+	wc := w.Config() // cfg with the runner's defaults filled in
 
 	if c.Service {
-		stopService, err := c.startService(nf, instance, decideFrom, w.Config(), log)
+		stopService, err := c.startService(nf, instance, decideFrom, wc, log)
 		if err != nil {
 			return err
 		}
 		defer stopService()
 	}
 	if c.UI != "" {
-		stopUI, err := c.serveUI(js, w.Config(), uiSnapshots(decideFrom), log)
+		stopUI, err := c.serveUI(js, wc, uiSnapshots(decideFrom), log)
 		if err != nil {
 			return err
 		}
 		defer stopUI()
 	}
-	defer c.startAudit(ctx, js, w.Config(), tel.MeterProvider, log)()
+	defer c.startAudit(ctx, js, wc, tel.MeterProvider, log)()
 	if c.HTTP != "" {
 		stopHTTP, err := serveHTTP(c.HTTP, nc, w, decideFrom, problems, tel, log)
 		if err != nil {
@@ -185,7 +186,6 @@ func (c *runCmd) Run(ctx context.Context, g *globals) error {
 		defer stopHTTP()
 	}
 
-	wc := w.Config()
 	horizon := "off"
 	if wc.Idempotent() {
 		horizon = wc.IdempotencyHorizon.String()
