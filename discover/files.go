@@ -436,11 +436,12 @@ type cand struct {
 	err  *Error // a problem found while scanning (escape, not regular…)
 }
 
-// files lists dir's files ending in ext (followed through symlinks).
-func (s *scanner) files(t tree, dir, ext string, code resolve.Code) ([]cand, bool, *Error) {
-	ents, ok, err := s.list(t, dir, code)
-	if err != nil || !ok {
-		return nil, ok, err
+// files lists dir's files ending in ext (followed through symlinks); a
+// missing dir has none.
+func (s *scanner) files(t tree, dir, ext string, code resolve.Code) ([]cand, *Error) {
+	ents, _, err := s.list(t, dir, code)
+	if err != nil {
+		return nil, err
 	}
 	var out []cand
 	for _, e := range ents {
@@ -456,7 +457,7 @@ func (s *scanner) files(t tree, dir, ext string, code resolve.Code) ([]cand, boo
 		}
 		out = append(out, c)
 	}
-	return out, true, nil
+	return out, nil
 }
 
 // profiles lists the profiles in dir of t: <name>.md files and
@@ -525,15 +526,15 @@ func (s *scanner) scanFixed(t tree) fixedScan {
 		p.config = &c
 	}
 	var err *Error
-	p.packs, _, err = s.files(t, packDir, packExt, resolve.CodePackInvalid)
+	p.packs, err = s.files(t, packDir, packExt, resolve.CodePackInvalid)
 	add(err)
 	if _, ok, err := s.list(t, catalogDir, resolve.CodeCatalogInvalid); ok || err != nil {
 		p.hasCatalog = true
 		add(err)
 		if err == nil {
-			p.roles, _, err = s.files(t, rolesDir, mdExt, resolve.CodeCatalogInvalid)
+			p.roles, err = s.files(t, rolesDir, mdExt, resolve.CodeCatalogInvalid)
 			add(err)
-			p.modes, _, err = s.files(t, modesDir, mdExt, resolve.CodeCatalogInvalid)
+			p.modes, err = s.files(t, modesDir, mdExt, resolve.CodeCatalogInvalid)
 			add(err)
 		}
 	}
