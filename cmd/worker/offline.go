@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -107,9 +108,20 @@ func printExplain(w io.Writer, snap *discover.Snapshot, out *pipeline.Outcome, t
 		if origin.File == "task" {
 			where = taskFile
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", field, truncate(fieldValue(spec, field), 48), source, orDash(where))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", field, truncate(fieldValue(spec, field), 48), source, cmp.Or(where, "-"))
 	}
-	explainTierAndSkills(tw, snap, spec)
+	// How a tier symbol became the model: the symbol, resolved_via, and
+	// where the catalog maps the tier that gave it.
+	if t := spec.ModelTier; t != nil {
+		tier := strings.TrimPrefix(t.Symbol, resolve.TierPrefix)
+		if via, ok := strings.CutPrefix(t.ResolvedVia, "fallback:"); ok {
+			tier = via
+		}
+		fmt.Fprintf(tw, "model_tier\t%s\t%s\t%s\n", t.Symbol, t.ResolvedVia, cmp.Or(snap.TierOrigin(tier).String(), "-"))
+	}
+	for _, sk := range spec.Skills {
+		fmt.Fprintf(tw, "skill\t%s\t%s\t%s\n", sk.Name, sk.Source, cmp.Or(snap.SkillOrigin(sk.Name).String(), "-"))
+	}
 	for _, d := range spec.Diagnostics {
 		fmt.Fprintf(tw, "diagnostic\t%s\t%s\t-\n", truncate(d.Message, 48), d.Code)
 	}
@@ -257,27 +269,4 @@ type validateJSON struct {
 	OK          bool              `json:"ok"`
 	Problems    []service.Problem `json:"problems"`
 	Diagnostics []service.Problem `json:"diagnostics"`
-}
-
-// explainTierAndSkills adds a line for how a tier symbol became the model
-// (the symbol, resolved_via, and where the catalog maps the tier that
-// gave it) and one per selected skill (name, source, SKILL.md).
-func explainTierAndSkills(w io.Writer, snap *discover.Snapshot, spec *resolve.ResolvedAgentSpec) {
-	if t := spec.ModelTier; t != nil {
-		tier := strings.TrimPrefix(t.Symbol, resolve.TierPrefix)
-		if via, ok := strings.CutPrefix(t.ResolvedVia, "fallback:"); ok {
-			tier = via
-		}
-		fmt.Fprintf(w, "model_tier\t%s\t%s\t%s\n", t.Symbol, t.ResolvedVia, orDash(snap.TierOrigin(tier).String()))
-	}
-	for _, sk := range spec.Skills {
-		fmt.Fprintf(w, "skill\t%s\t%s\t%s\n", sk.Name, sk.Source, orDash(snap.SkillOrigin(sk.Name).String()))
-	}
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
