@@ -84,7 +84,7 @@ func (c *replayCmd) Run(ctx context.Context, g *globals) error {
 		opt.Since = time.Now().Add(-c.Since)
 	}
 	p := &progress{w: g.stderr, every: 2 * time.Second, last: time.Now()}
-	var results []replay.Result
+	results := []replay.Result{} // --json prints [], not null, when there are none
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// The whole run is bounded by the stream, not a timeout; only the
@@ -108,9 +108,6 @@ func (c *replayCmd) Run(ctx context.Context, g *globals) error {
 	}
 	p.done(sum)
 	if c.JSON {
-		if results == nil {
-			results = []replay.Result{}
-		}
 		if err := printJSON(g.stdout, struct {
 			Results []replay.Result `json:"results"`
 			Summary replay.Summary  `json:"summary"`
