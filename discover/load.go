@@ -120,11 +120,7 @@ type loader struct {
 	sk                                                    skillSet
 }
 
-func (l *loader) fail(e *Error) {
-	if e != nil {
-		l.errs = append(l.errs, e)
-	}
-}
+func (l *loader) fail(errs ...*Error) { l.errs = append(l.errs, errs...) }
 
 // read reads the file c and records it as kind.
 func (l *loader) read(c cand, code resolve.Code, kind string) ([]byte, *Error) {
@@ -200,9 +196,7 @@ func loadFrom(rootPath string, fsys fs.FS, opts Options, cache *parseCache) *loa
 		return data, err
 	}
 	fixed := sc.scanFixed(t)
-	for _, e := range fixed.errs {
-		l.fail(e)
-	}
+	l.fail(fixed.errs...)
 
 	if c := fixed.config; c == nil {
 		l.cfgOK = true
@@ -222,9 +216,7 @@ func loadFrom(rootPath string, fsys fs.FS, opts Options, cache *parseCache) *loa
 			o.Close()
 		}
 	}()
-	for _, e := range conf.errs {
-		l.fail(e)
-	}
+	l.fail(conf.errs...)
 	l.loadSkills(sc.scanSkills(t, l.scan.sources))
 	if l.cache != nil {
 		l.stamps = stampsByPath(sc.stamps)
@@ -360,9 +352,7 @@ func (l *loader) loadPacks(cands []cand) {
 // where no file replaces them.
 func (l *loader) useBuiltins(catalog, pack bool) {
 	b := builtins()
-	for _, e := range b.errs {
-		l.fail(e)
-	}
+	l.fail(b.errs...)
 	if catalog {
 		l.catalog, l.roleFiles, l.modeFiles = b.catalog, b.roleFiles, b.modeFiles
 		l.files = append(l.files, b.catalogFiles...)
@@ -383,9 +373,7 @@ func (l *loader) loadCatalog(roles, modes []cand) {
 	l.roleFiles, l.modeFiles = map[string]*CatalogFile{}, map[string]*CatalogFile{}
 	loadCatalogFiles(l, roles, resolve.InputCatalogRole, decodeRole, cat.Roles, l.roleFiles, l.brokenRoles)
 	loadCatalogFiles(l, modes, resolve.InputCatalogMode, decodeMode, cat.Modes, l.modeFiles, l.brokenModes)
-	for _, e := range checkConflicts(cat.Modes, l.modeFiles, l.brokenModes) {
-		l.fail(e)
-	}
+	l.fail(checkConflicts(cat.Modes, l.modeFiles, l.brokenModes)...)
 	// Only a catalog whose every file was read and decoded is reused: a
 	// file that fails now may have been an entry of the previous one.
 	if c := l.cache.sameCatalog(roles, modes, decodes); c != nil && len(l.brokenRoles)+len(l.brokenModes) == 0 {

@@ -215,10 +215,10 @@ func (s *Source) sweepEvery(n *notifier) time.Duration {
 
 // sweepAndWatch sweeps and reloads on a change (or, when c names what
 // changed, loads re-statting only that), and points the watches at the
-// directories that scan read. Directories it begins to watch are
-// scanned once more, as what changed
-// in them before the watch existed sent no event. It returns n, or nil
-// when the watches cannot be set (the sweep then carries on alone).
+// directories that scan read. Directories it begins to watch are scanned
+// once more, as what changed in them before the watch existed sent no
+// event. It returns n, or nil when the watches cannot be set (the sweep
+// then carries on alone).
 func (s *Source) sweepAndWatch(n *notifier, c *changes) *notifier {
 	s.mu.Lock()
 	defer s.mu.Unlock()
