@@ -48,10 +48,9 @@ const maxSubmitInput = 64 << 20
 
 // submission is one task to publish and what became of it.
 type submission struct {
-	from    string // file name, or stdin:<n>
-	data    []byte
-	id      string
-	outcome string // the outcome id --wait waits for
+	from string // file name, or stdin:<n>
+	data []byte
+	id   string
 }
 
 func (c *submitCmd) Run(ctx context.Context, g *globals) error {
@@ -62,14 +61,13 @@ func (c *submitCmd) Run(ctx context.Context, g *globals) error {
 	if c.ID != "" && len(tasks) > 1 {
 		return usageErr("--id names one event, but there are %d tasks; leave it out to give each a random id", len(tasks))
 	}
-	prop := telemetry.NewPropagator()
 	parent := ctx
 	if c.TraceParent != "" {
 		carrier := nats.Header{telemetry.HeaderTraceParent: {c.TraceParent}}
 		if c.TraceState != "" {
 			carrier[telemetry.HeaderTraceState] = []string{c.TraceState}
 		}
-		parent = prop.Extract(ctx, telemetry.HeaderCarrier(carrier))
+		parent = telemetry.NewPropagator().Extract(ctx, telemetry.HeaderCarrier(carrier))
 		if !trace.SpanContextFromContext(parent).IsValid() {
 			return usageErr("--traceparent %q is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)", c.TraceParent)
 		}
@@ -87,7 +85,6 @@ func (c *submitCmd) Run(ctx context.Context, g *globals) error {
 			_, _ = rand.Read(b[:])
 			tasks[i].id = hex.EncodeToString(b[:])
 		}
-		tasks[i].outcome = events.OutcomeID(c.Source, tasks[i].id)
 	}
 
 	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "rolecall-submit", ServiceVersion: version})
@@ -215,7 +212,7 @@ func (c *submitCmd) publish(parent context.Context, tel *telemetry.Telemetry, js
 func (c *submitCmd) wait(ctx context.Context, g *globals, tasks []submission, outcomes <-chan *nats.Msg) error {
 	index := make(map[string]int, len(tasks))
 	for i, t := range tasks {
-		index[t.outcome] = i
+		index[events.OutcomeID(c.Source, t.id)] = i
 	}
 	got := make([]*event.Event, len(tasks))
 	next, failed := 0, false
