@@ -107,7 +107,7 @@ func runContext(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		fmt.Fprintln(stderr, "worker:", err)
 		return 2
 	}
-	code := func() (code int) {
+	return func() (code int) {
 		defer func() {
 			if r := recover(); r != nil {
 				if p, ok := r.(exitPanic); ok {
@@ -146,7 +146,6 @@ func runContext(ctx context.Context, args []string, stdin io.Reader, stdout, std
 			return 1
 		}
 	}()
-	return code
 }
 
 // exitPanic lets kong's --help exit unwind through run instead of calling
