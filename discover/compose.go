@@ -72,51 +72,48 @@ type mixinRef struct {
 // expands the placeholders of its other values.
 func prepareSource(name, path string, data []byte, x *expander, o *nodeOrigins) *packSource {
 	src := &packSource{name: name, path: path, data: data}
-	fail := func(e *Error) *packSource {
-		e.Subject = name
-		src.err = e
-		return src
-	}
 	code := resolve.CodePackInvalid
 	if err := resolve.ValidateName("pack", name); err != nil {
-		return fail(&Error{Code: code, File: path, Line: 1, Message: "the file name is not a valid pack name: " + nameMsg(err)})
+		return src.fail(&Error{Code: code, File: path, Line: 1, Message: "the file name is not a valid pack name: " + nameMsg(err)})
 	}
 	d := &ydoc{path: path, code: code}
 	root, err := d.parse(data)
 	if err != nil {
-		return fail(err)
+		return src.fail(err)
 	}
 	return src.prepare(d, root, x, o)
+}
+
+// fail records e, naming the pack, as src's error.
+func (src *packSource) fail(e *Error) *packSource {
+	e.Subject = src.name
+	src.err = e
+	return src
 }
 
 // prepare reads a parsed pack document (nil when empty): its extends list
 // as written, then a copy with the placeholders of its other values
 // resolved.
 func (src *packSource) prepare(d *ydoc, root *yaml.Node, x *expander, o *nodeOrigins) *packSource {
-	fail := func(e *Error) *packSource {
-		e.Subject = src.name
-		src.err = e
-		return src
-	}
 	if root == nil {
 		return src
 	}
 	ps, err := d.pairs(root, "")
 	if err != nil {
-		return fail(err)
+		return src.fail(err)
 	}
 	for _, p := range ps {
 		if p.key != "extends" || isNull(p.v) {
 			continue
 		}
 		if src.extends, err = d.extends(p.v, p.key); err != nil {
-			return fail(err)
+			return src.fail(err)
 		}
 	}
 	skip := func(k string) bool { return k == "extends" || k == "name" }
 	src.root, src.used, err = x.expandTree(root, src.path, d.code, o, skip)
 	if err != nil {
-		return fail(err)
+		return src.fail(err)
 	}
 	return src
 }
