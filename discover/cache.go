@@ -175,15 +175,6 @@ func (c *parseCache) store(path string, st stamp, scanAt int64, data []byte, old
 	return e
 }
 
-// stampsByPath indexes a scan's stamps for the cache.
-func stampsByPath(stamps []stamp) map[string]stamp {
-	m := make(map[string]stamp, len(stamps))
-	for _, s := range stamps {
-		m[s.path] = s
-	}
-	return m
-}
-
 // readCached is read with the cache: the bytes, from the cache when they
 // cannot have changed, and the cache entry the decoded value goes into
 // (nil without a cache).

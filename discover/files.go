@@ -558,7 +558,7 @@ type configuredScan struct {
 	roots    [][]cand // per profile root, in order
 	preamble *cand
 	errs     []*Error
-	opened   []*os.Root
+	opened   openedRoots
 }
 
 // scanConfigured opens each profile root as its own os.Root (inside the
@@ -590,7 +590,7 @@ func (s *scanner) scanConfigured(t tree, sp scanPaths, cfgFile string, lines map
 			p.roots = append(p.roots, nil)
 			continue
 		}
-		p.opened = sub.opened(p.opened)
+		p.opened.add(sub)
 		cands, perr := s.profiles(sub, ".")
 		if perr != nil {
 			p.errs = append(p.errs, perr)

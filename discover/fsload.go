@@ -107,13 +107,22 @@ func (t tree) sub(dir, prefix string) (tree, error) {
 	return s, err
 }
 
-// opened appends t's os.Root to roots for closing; a tree over an fs.FS
-// holds nothing to close.
-func (t tree) opened(roots []*os.Root) []*os.Root {
-	if t.root == nil {
-		return roots
+// openedRoots are the os.Roots a scan opened (profile roots, skill
+// sources), which its caller closes.
+type openedRoots []*os.Root
+
+// add keeps t's os.Root for closing; a tree over an fs.FS holds nothing
+// to close.
+func (rs *openedRoots) add(t tree) {
+	if t.root != nil {
+		*rs = append(*rs, t.root)
 	}
-	return append(roots, t.root)
+}
+
+func (rs openedRoots) close() {
+	for _, r := range rs {
+		r.Close()
+	}
 }
 
 // outsideSource is the error of a skill source with an absolute root in a

@@ -211,15 +211,14 @@ func loadFrom(rootPath string, fsys fs.FS, opts Options, cache *parseCache) *loa
 		l.scan = scanPaths{roots: l.cfg.ProfileRoots, preamble: l.cfg.PreambleFile, sources: l.cfg.Sources}
 	}
 	conf := sc.scanConfigured(t, l.scan, ConfigFile, l.cfg.KeyLines)
-	defer func() {
-		for _, o := range conf.opened {
-			o.Close()
-		}
-	}()
+	defer conf.opened.close()
 	l.fail(conf.errs...)
 	l.loadSkills(sc.scanSkills(t, l.scan.sources))
 	if l.cache != nil {
-		l.stamps = stampsByPath(sc.stamps)
+		l.stamps = make(map[string]stamp, len(sc.stamps))
+		for _, st := range sc.stamps {
+			l.stamps[st.path] = st
+		}
 	}
 
 	hasDefault := slices.ContainsFunc(fixed.packs, func(c cand) bool { return c.stem == DefaultPack })

@@ -191,13 +191,7 @@ type skillCand struct {
 
 type skillScan struct {
 	sources []sourceScan
-	opened  []*os.Root
-}
-
-func (s skillScan) close() {
-	for _, r := range s.opened {
-		r.Close()
-	}
+	opened  openedRoots
 }
 
 // scanSkills lists the skills of the config root and of every declared
@@ -212,7 +206,7 @@ func (s *scanner) scanSkills(t tree, sources []SkillSource) skillScan {
 		sc := sourceScan{src: src, index: i}
 		st, ok := s.openSource(t, &sc)
 		if ok {
-			out.opened = st.opened(out.opened)
+			out.opened.add(st)
 			s.sourceSkills(st, &sc)
 		}
 		out.sources = append(out.sources, sc)
@@ -363,7 +357,7 @@ type skillSet struct {
 // source in declaration order. Nothing here fails the load: each problem
 // is kept (Snapshot.SkillErrors) and fails the tasks that use skills.
 func (l *loader) loadSkills(scan skillScan) {
-	defer scan.close()
+	defer scan.opened.close()
 	l.sk.files = map[string]*SkillFile{}
 	first := map[string]string{}
 	for _, sc := range scan.sources {

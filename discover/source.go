@@ -380,9 +380,7 @@ func sweep(root string, sp scanPaths, memo *scanMemo) ([sha256.Size]byte, int64)
 	sc := scanner{save: memo, stamps: make([]stamp, 0, sp.stamps)}
 	sc.scanFixed(t)
 	conf := sc.scanConfigured(t, sp, ConfigFile, nil)
-	for _, o := range conf.opened {
-		o.Close()
-	}
-	sc.scanSkills(t, sp.sources).close()
+	conf.opened.close()
+	sc.scanSkills(t, sp.sources).opened.close()
 	return fingerprint(sc.stamps)
 }
