@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -306,13 +307,5 @@ func (d *ydoc) natsName(n *yaml.Node, key string) (string, *Error) {
 }
 
 func validSubjectPrefix(s string) bool {
-	if strings.ContainsAny(s, " \t\r\n*>") {
-		return false
-	}
-	for _, tok := range strings.Split(s, ".") {
-		if tok == "" {
-			return false
-		}
-	}
-	return true
+	return !strings.ContainsAny(s, " \t\r\n*>") && !slices.Contains(strings.Split(s, "."), "")
 }

@@ -51,7 +51,7 @@ func (s *Snapshot) CandidateOrigin(in resolve.Inputs, spec *resolve.ResolvedAgen
 		if role, ok := strings.CutPrefix(src, "casts:"); ok {
 			return s.roleOrigin(role, "")
 		}
-		if _, ok := strings.CutPrefix(src, resolve.ExternalPrefix); ok {
+		if strings.HasPrefix(src, resolve.ExternalPrefix) {
 			return s.profileOrigin(in, "")
 		}
 		if mode, ok := strings.CutPrefix(src, "mode:"); ok {
