@@ -92,13 +92,13 @@ func (c *configLogCmd) Run(ctx context.Context, g *globals) error {
 	if err != nil {
 		return configFailure(g, err)
 	}
-	cur, _ := s.Current(ctx)
 	if c.JSON {
 		if recs == nil {
 			recs = []bundle.Record{}
 		}
 		return printJSON(g.stdout, recs)
 	}
+	cur, _ := s.Current(ctx) // only to mark current's row
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "REVISION\tTIME\tACTOR\tDIGEST\tPARENT\tMESSAGE")
 	for _, r := range recs {
