@@ -97,7 +97,7 @@ type cachedFile struct {
 	st     stamp
 	scanAt int64 // Unix ns when the scan that took st began
 	data   []byte
-	dec    any     // a catalogEntry, profileEntry or *packEntry; nil until decoded
+	dec    any     // a decoded value or *packEntry; nil until decoded
 	sum    *string // the digest of data, once a snapshot needed it
 }
 
@@ -124,15 +124,9 @@ func (c *parseCache) digest(f fileRec) *string {
 	return e.sum
 }
 
-// catalogEntry is a decoded catalog file: a resolve.Role or resolve.Mode.
-type catalogEntry[T any] struct {
+// decoded is what a cache entry keeps of decoding its bytes.
+type decoded[T any] struct {
 	v   T
-	cf  *CatalogFile
-	err *Error
-}
-
-type profileEntry struct {
-	p   *Profile
 	err *Error
 }
 
@@ -243,34 +237,20 @@ func (src *packSource) addOrigins(o *nodeOrigins) {
 	}
 }
 
-// decodeCatalogCached is decode of a catalog file, or what e kept of
-// decoding the same bytes before.
-func decodeCatalogCached[T any](l *loader, c cand, data []byte, e *cachedFile, decode catalogDecoder[T]) (T, *CatalogFile, *Error) {
+// decodeCached is decode of c's bytes, or what e (nil without a cache)
+// kept of decoding the same bytes before.
+func decodeCached[T any](l *loader, c cand, data []byte, e *cachedFile, decode func(path, stem string, data []byte) (T, *Error)) (T, *Error) {
 	if e != nil {
-		if d, ok := e.dec.(catalogEntry[T]); ok {
-			return d.v, d.cf, d.err
+		if d, ok := e.dec.(decoded[T]); ok {
+			return d.v, d.err
 		}
 	}
 	l.countDecode()
-	v, cf, err := decode(c.path, c.stem, data)
+	v, err := decode(c.path, c.stem, data)
 	if e != nil {
-		e.dec = catalogEntry[T]{v, cf, err}
+		e.dec = decoded[T]{v, err}
 	}
-	return v, cf, err
-}
-
-func (l *loader) decodeProfileCached(c cand, data []byte, e *cachedFile) (*Profile, *Error) {
-	if e != nil {
-		if d, ok := e.dec.(profileEntry); ok {
-			return d.p, d.err
-		}
-	}
-	l.countDecode()
-	p, err := decodeProfile(c.path, c.stem, data)
-	if e != nil {
-		e.dec = profileEntry{p: p, err: err}
-	}
-	return p, err
+	return v, err
 }
 
 func (l *loader) countDecode() {

@@ -387,22 +387,30 @@ func (l *loader) loadCatalog(roles, modes []cand) {
 // catalogDecoder is decodeRole or decodeMode.
 type catalogDecoder[T any] func(path, stem string, data []byte) (T, *CatalogFile, *Error)
 
+// catalogEntry is a decoded catalog file: a resolve.Role or resolve.Mode.
+type catalogEntry[T any] struct {
+	v  T
+	cf *CatalogFile
+}
+
 // loadCatalogFiles reads and decodes the catalog files of one kind into
 // entries and files; a name whose file fails is broken.
 func loadCatalogFiles[T any](l *loader, cands []cand, kind string, decode catalogDecoder[T], entries map[string]T, files map[string]*CatalogFile, broken map[string]bool) {
 	for _, c := range cands {
 		data, ce, err := l.readCached(c, resolve.CodeCatalogInvalid, kind)
-		var v T
-		var cf *CatalogFile
+		var d catalogEntry[T]
 		if err == nil {
-			v, cf, err = decodeCatalogCached(l, c, data, ce, decode)
+			d, err = decodeCached(l, c, data, ce, func(path, stem string, data []byte) (catalogEntry[T], *Error) {
+				v, cf, err := decode(path, stem, data)
+				return catalogEntry[T]{v, cf}, err
+			})
 		}
 		if err != nil {
 			l.fail(err)
 			broken[c.stem] = true
 			continue
 		}
-		entries[c.stem], files[c.stem] = v, cf
+		entries[c.stem], files[c.stem] = d.v, d.cf
 	}
 }
 
@@ -434,7 +442,7 @@ func (l *loader) loadProfiles(roots [][]cand) {
 			data, ce, err := l.readCached(c, resolve.CodeProfileInvalid, resolve.InputProfile)
 			var p *Profile
 			if err == nil {
-				p, err = l.decodeProfileCached(c, data, ce)
+				p, err = decodeCached(l, c, data, ce, decodeProfile)
 			}
 			if err != nil {
 				l.fail(err)
