@@ -27,10 +27,8 @@ func (f uiFlags) check() error {
 	return nil
 }
 
+// serveUI starts the audit view; run has called check before anything started.
 func (f uiFlags) serveUI(js jetstream.JetStream, cfg pipeline.Config, src pipeline.SnapshotSource, log *slog.Logger) (func(), error) {
-	if err := f.check(); err != nil {
-		return nil, err
-	}
 	var token []byte
 	if f.UITokenFile != "" {
 		var err error
