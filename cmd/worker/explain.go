@@ -66,23 +66,18 @@ func (c *explainCmd) Run(ctx context.Context, g *globals) error {
 	}
 	switch {
 	case c.JSON:
-		if err := printJSON(g.stdout, doc); err != nil {
-			return err
-		}
+		err = printJSON(g.stdout, doc)
 	case doc.Failure != nil:
-		if err := writeRecorded(g.stdout, doc); err != nil {
-			return err
+		if err = writeRecorded(g.stdout, doc); err == nil {
+			err = printJSON(g.stdout, doc.Failure)
 		}
-		return printFailure(g.stdout, doc.Failure)
 	default:
-		if err := writeExplain(g.stdout, doc, name); err != nil {
-			return err
-		}
+		err = writeExplain(g.stdout, doc, name)
 	}
-	if doc.Failure != nil {
+	if err == nil && doc.Failure != nil {
 		return errTypedFailure
 	}
-	return nil
+	return err
 }
 
 // recorded fetches the outcome --id or --task names and explains its
