@@ -36,16 +36,10 @@ func defaultConfig() Config {
 	}
 }
 
-// decodeConfig decodes rolecall.yaml on its own: no config root (so no
-// ${file:…}) and no environment.
-func decodeConfig(file string, data []byte) (Config, *Error) {
-	return decodeConfigWith(file, data, &expander{lookupEnv: func(string) (string, bool) { return "", false }})
-}
-
-// decodeConfigWith decodes rolecall.yaml, resolving its placeholders with
+// decodeConfig decodes rolecall.yaml, resolving its placeholders with
 // x. Names in it are checked for syntax; whether they exist is Validate's
 // business (and Inputs' per task).
-func decodeConfigWith(file string, data []byte, x *expander) (Config, *Error) {
+func decodeConfig(file string, data []byte, x *expander) (Config, *Error) {
 	cfg := defaultConfig()
 	cfg.Origin = Origin{File: file}
 	d := &ydoc{path: file, code: resolve.CodeConfigInvalid}

@@ -5,8 +5,13 @@ package discover
 var (
 	DecodeProfile = decodeProfile
 	DecodePack    = decodePack
-	DecodeConfig  = decodeConfig
 )
+
+// DecodeConfig decodes rolecall.yaml on its own: no config root (so no
+// ${file:…}) and no environment.
+func DecodeConfig(file string, data []byte) (Config, *Error) {
+	return decodeConfig(file, data, &expander{lookupEnv: func(string) (string, bool) { return "", false }})
+}
 
 // BuiltinErrors reports the embedded content's decoding problems.
 func BuiltinErrors() []*Error { return builtins().errs }

@@ -202,7 +202,7 @@ func loadFrom(rootPath string, fsys fs.FS, opts Options, cache *parseCache) *loa
 		l.cfgOK = true
 	} else if data, err := l.read(*c, resolve.CodeConfigInvalid, resolve.InputConfig); err != nil {
 		l.fail(err)
-	} else if cfg, err := decodeConfigWith(c.path, data, l.x); err != nil {
+	} else if cfg, err := decodeConfig(c.path, data, l.x); err != nil {
 		l.fail(err)
 	} else {
 		l.cfg, l.cfgOK = cfg, true
