@@ -4,11 +4,8 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"syscall"
-
-	"github.com/rolecall/rolecall/resolve"
 )
 
 // Location says where a configuration read from an fs.FS came from: what
@@ -123,10 +120,4 @@ func (rs openedRoots) close() {
 	for _, r := range rs {
 		r.Close()
 	}
-}
-
-// outsideSource is the error of a skill source with an absolute root in a
-// configuration that must not read outside itself.
-func outsideSource(root string) *Error {
-	return &Error{Code: resolve.CodeConfigInvalid, File: path.Clean(root), Message: "is outside the configuration: a bundle can only name skill sources inside itself"}
 }

@@ -224,7 +224,8 @@ func (s *scanner) openSource(t tree, sc *sourceScan) (tree, bool) {
 		err error
 	)
 	if filepath.IsAbs(src.Root) && t.fsys != nil {
-		sc.err = outsideSource(src.Root)
+		// A bundle must not read outside itself.
+		sc.err = &Error{Code: resolve.CodeConfigInvalid, File: path.Clean(src.Root), Message: "is outside the configuration: a bundle can only name skill sources inside itself"}
 		return tree{}, false
 	}
 	if filepath.IsAbs(src.Root) {
