@@ -16,8 +16,8 @@ import (
 	"github.com/rolecall/rolecall/discover"
 )
 
-// natsFlags are the connection settings shared by run, submit, tail and
-// bench. Flags beat ROLECALL_* variables, which beat rolecall.yaml.
+// natsFlags are the connection settings of every command that talks to
+// NATS. Flags beat ROLECALL_* variables, which beat rolecall.yaml.
 type natsFlags struct {
 	NATS     string `name:"nats" help:"NATS server URL(s), comma-separated. Empty: run starts an embedded server; other commands use nats://127.0.0.1:4222." env:"ROLECALL_NATS_URL"`
 	Creds    string `help:"NATS credentials file (JWT + nkey seed)." env:"ROLECALL_NATS_CREDS" type:"path"`
