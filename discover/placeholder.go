@@ -52,7 +52,6 @@ type expander struct {
 	// root (embedded content, decoder tests).
 	read  func(rel string) ([]byte, *Error)
 	files map[string]fileRead
-	order []string // paths read, first read first
 }
 
 type fileRead struct {
@@ -188,7 +187,6 @@ func (x *expander) file(rel, token, file string, line int, key string) ([]byte, 
 			x.files = map[string]fileRead{}
 		}
 		x.files[rel] = r
-		x.order = append(x.order, rel)
 	}
 	if r.err != nil {
 		code := r.err.Code
