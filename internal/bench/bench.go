@@ -282,16 +282,11 @@ var ErrIncomplete = errors.New("bench: not every task got exactly one outcome")
 // streams of one server, all over the same task bytes.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	o = o.withDefaults()
-	var epoch time.Time
-	if o.Latencies != nil {
-		epoch = latencyEpoch()
-	}
 	env, cleanup, err := setup(o)
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	env.epoch = epoch
 
 	if o.Warmup > 0 {
 		// Without a warm-up the first measured run pays for growing the
@@ -476,6 +471,9 @@ func setup(o Options) (*env, func(), error) {
 		return nil, nil, err
 	}
 	e := &env{server: "embedded", purge: true}
+	if o.Latencies != nil {
+		e.epoch = latencyEpoch()
+	}
 
 	root := o.Root
 	if root == "" {
@@ -495,29 +493,24 @@ func setup(o Options) (*env, func(), error) {
 	}
 	e.src = src
 
-	url := o.URL
-	if url == "" {
+	e.url = o.URL
+	if e.url == "" {
 		srv, stop, err := startEmbedded()
 		if err != nil {
 			return fail(err)
 		}
 		undo = append(undo, stop)
-		url = srv.ClientURL()
+		e.url = srv.ClientURL()
 	} else {
 		e.server, e.purge = "external", o.Purge
 	}
-	e.url = url
-	worker, err := o.Connect(url, "rolecall-bench-worker")
-	if err != nil {
-		return fail(fmt.Errorf("bench: connect: %w", err))
-	}
-	undo = append(undo, worker.Close)
-	driver, err := o.Connect(url, "rolecall-bench-driver")
-	if err != nil {
-		return fail(fmt.Errorf("bench: connect: %w", err))
-	}
-	undo = append(undo, driver.Close)
-	for _, nc := range []*nats.Conn{worker, driver} {
+	var conns []*nats.Conn // the worker's, the driver's
+	for _, name := range []string{"rolecall-bench-worker", "rolecall-bench-driver"} {
+		nc, err := o.Connect(e.url, name)
+		if err != nil {
+			return fail(fmt.Errorf("bench: connect: %w", err))
+		}
+		undo = append(undo, nc.Close)
 		prev := nc.ErrorHandler()
 		nc.SetErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
 			e.natsErrors.Add(1)
@@ -525,11 +518,12 @@ func setup(o Options) (*env, func(), error) {
 				prev(c, sub, err)
 			}
 		})
+		conns = append(conns, nc)
 	}
-	if e.workerJS, err = jetstream.New(worker); err != nil {
+	if e.workerJS, err = jetstream.New(conns[0]); err != nil {
 		return fail(err)
 	}
-	if e.driverJS, err = jetstream.New(driver, jetstream.WithPublishAsyncMaxPending(1024)); err != nil {
+	if e.driverJS, err = jetstream.New(conns[1], jetstream.WithPublishAsyncMaxPending(1024)); err != nil {
 		return fail(err)
 	}
 	return e, cleanup, nil
