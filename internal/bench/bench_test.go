@@ -74,8 +74,8 @@ func TestLatencyOfSorts(t *testing.T) {
 }
 
 // TestReadUsageCountsGC: the runtime/metrics names the report's GC
-// figures come from are read (a name the runtime does not know would read
-// as zero, silently): a forced collection shows in both.
+// figures come from are ones the runtime knows (readUsage would panic on
+// another) and moves: a forced collection shows in both.
 func TestReadUsageCountsGC(t *testing.T) {
 	u0 := readUsage()
 	sink = make([]byte, 64<<20) // something for the collection to mark and sweep
