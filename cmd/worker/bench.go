@@ -103,9 +103,6 @@ func rootSet(kctx *kong.Context) bool {
 	if _, ok := os.LookupEnv("ROLECALL_ROOT"); ok {
 		return true
 	}
-	if kctx == nil {
-		return false
-	}
 	for _, a := range kctx.Args {
 		if a == "--" {
 			break
