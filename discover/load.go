@@ -115,9 +115,9 @@ type loader struct {
 	preamble  string
 	warnings  []*Error
 	// broken names whose file failed to decode, so Validate does not report
-	// follow-on problems for them.
-	brokenRoles, brokenModes, brokenPacks, brokenProfiles map[string]bool
-	sk                                                    skillSet
+	// follow-on problems for them (a broken pack is in packErrs).
+	brokenRoles, brokenModes, brokenProfiles map[string]bool
+	sk                                       skillSet
 }
 
 func (l *loader) fail(errs ...*Error) { l.errs = append(l.errs, errs...) }
@@ -148,7 +148,7 @@ func loadFrom(rootPath string, fsys fs.FS, opts Options, cache *parseCache) *loa
 		x:        &expander{lookupEnv: opts.LookupEnv},
 		packErrs: map[string]*Error{},
 		packs:    map[string]*PackFile{}, profiles: map[string]*Profile{},
-		brokenRoles: map[string]bool{}, brokenModes: map[string]bool{}, brokenPacks: map[string]bool{}, brokenProfiles: map[string]bool{},
+		brokenRoles: map[string]bool{}, brokenModes: map[string]bool{}, brokenProfiles: map[string]bool{},
 	}
 	l.started = time.Now().UnixNano()
 	if cache != nil {
@@ -342,7 +342,6 @@ func (l *loader) loadPacks(cands []cand) {
 	for name, src := range srcs {
 		if err, ok := own[src]; ok {
 			l.packErrs[name] = err
-			l.brokenPacks[name] = true
 		}
 	}
 }

@@ -21,12 +21,7 @@ func (s *Snapshot) Problems() []*Error {
 		cfg: s.Config, cfgOK: true,
 		catalog: s.Catalog, roleFiles: s.RoleFiles, modeFiles: s.ModeFiles,
 		packs: s.Packs, profiles: s.Profiles, packErrs: s.PackErrors,
-		brokenRoles: map[string]bool{}, brokenModes: map[string]bool{}, brokenProfiles: map[string]bool{},
-		brokenPacks: make(map[string]bool, len(s.PackErrors)),
-		sk:          skillSet{list: s.Skills, files: s.SkillFiles, errs: s.SkillErrors},
-	}
-	for name := range s.PackErrors {
-		l.brokenPacks[name] = true
+		sk: skillSet{list: s.Skills, files: s.SkillFiles, errs: s.SkillErrors},
 	}
 	return validateLoaded(l)
 }

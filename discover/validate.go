@@ -218,7 +218,7 @@ func (v *validator) config() {
 	cfg := &l.cfg
 	file := cfg.Origin.File
 	if n := cfg.DefaultPack; n != "" {
-		if _, ok := l.packs[n]; !ok && !l.brokenPacks[n] {
+		if l.packs[n] == nil && l.packErrs[n] == nil {
 			msg, _ := unknownPack("default_pack", n, sortedKeys(l.packs))
 			v.add(resolve.CodePackNotFound, file, cfg.KeyLines["default_pack"], "default_pack", n, "%s", msg)
 		}
