@@ -225,15 +225,8 @@ func (l *loader) preparePackCached(c cand, data []byte, e *cachedFile, o *nodeOr
 // src's file (every node of a pack's tree was), so composition and error
 // positions work on a reused tree as on a fresh parse.
 func (src *packSource) addOrigins(o *nodeOrigins) {
-	var walk func(n *yaml.Node)
-	walk = func(n *yaml.Node) {
-		o.files[n] = src.path
-		for _, c := range n.Content {
-			walk(c)
-		}
-	}
 	if src.root != nil {
-		walk(src.root)
+		eachNode(src.root, func(n *yaml.Node) { o.files[n] = src.path })
 	}
 }
 

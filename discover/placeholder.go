@@ -319,16 +319,11 @@ type masks []masked
 // expandedValues lists the values placeholders produced in a tree.
 func expandedValues(o *nodeOrigins, n *yaml.Node) masks {
 	var out masks
-	var walk func(n *yaml.Node)
-	walk = func(n *yaml.Node) {
+	eachNode(n, func(n *yaml.Node) {
 		if t, ok := o.expanded[n]; ok && n.Value != "" {
 			out = append(out, masked{n.Value, t})
 		}
-		for _, c := range n.Content {
-			walk(c)
-		}
-	}
-	walk(n)
+	})
 	slices.SortStableFunc(out, func(a, b masked) int { return len(b.value) - len(a.value) })
 	return out
 }

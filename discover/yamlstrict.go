@@ -247,6 +247,14 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
+// eachNode calls fn on n and on every node below it.
+func eachNode(n *yaml.Node, fn func(*yaml.Node)) {
+	fn(n)
+	for _, c := range n.Content {
+		eachNode(c, fn)
+	}
+}
+
 func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
 
 func describeNode(n *yaml.Node) string {
