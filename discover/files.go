@@ -483,13 +483,13 @@ func (s *scanner) profiles(t tree, dir string) ([]cand, *Error) {
 		}
 		if fi.IsDir() {
 			inner := path.Join(name, n+mdExt)
-			if _, err := s.stat(t, inner); err != nil {
-				if !errors.Is(err, fs.ErrNotExist) {
-					out = append(out, cand{t: t, name: inner, path: t.display(inner), stem: n, err: fileError(code, t.display(inner), err)})
-				}
+			c := cand{t: t, name: inner, path: t.display(inner), stem: n}
+			if _, err := s.stat(t, inner); errors.Is(err, fs.ErrNotExist) {
 				continue
+			} else if err != nil {
+				c.err = fileError(code, c.path, err)
 			}
-			out = append(out, cand{t: t, name: inner, path: t.display(inner), stem: n})
+			out = append(out, c)
 			continue
 		}
 		if stem, isMD := strings.CutSuffix(n, mdExt); isMD {
