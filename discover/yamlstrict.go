@@ -465,33 +465,27 @@ func (d *ydoc) policy(n *yaml.Node, path string, lines map[string]int) (*resolve
 	p := &resolve.PermissionPolicy{}
 	hasMode := false
 	err := d.fields(n, path, []string{"mode", "allow", "deny", "escalate"}, nil, lines, func(f pair, key string) *Error {
+		var err *Error
 		switch f.key {
 		case "mode":
-			s, err := d.str(f.v, key)
-			if err != nil {
+			var s string
+			if s, err = d.str(f.v, key); err != nil {
 				return err
 			}
 			switch m := resolve.PermissionMode(s); m {
 			case resolve.PermissionAllowAll, resolve.PermissionDenyAll, resolve.PermissionRules:
 				p.Mode, hasMode = m, true
 			default:
-				return d.errAt(f.v, key, "must be one of allow_all, deny_all, rules; got %q", s)
+				err = d.errAt(f.v, key, "must be one of allow_all, deny_all, rules; got %q", s)
 			}
-		default:
-			rules, err := d.rules(f.v, key)
-			if err != nil {
-				return err
-			}
-			switch f.key {
-			case "allow":
-				p.Allow = rules
-			case "deny":
-				p.Deny = rules
-			case "escalate":
-				p.Escalate = rules
-			}
+		case "allow":
+			p.Allow, err = d.rules(f.v, key)
+		case "deny":
+			p.Deny, err = d.rules(f.v, key)
+		case "escalate":
+			p.Escalate, err = d.rules(f.v, key)
 		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, err
