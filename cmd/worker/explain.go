@@ -47,7 +47,7 @@ func (c *explainCmd) Run(ctx context.Context, g *globals) error {
 			return usageErr("%v", err)
 		}
 	}
-	snap, err := discover.Load(g.Root, discover.Options{})
+	snap, err := discover.Load(g.Root, g.discoverOptions())
 	if err != nil {
 		return printFailure(g.stdout, pipeline.FailureFrom(nil, resolve.StageDiscover, err))
 	}
