@@ -2,6 +2,7 @@ package discover
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 
 	"github.com/rolecall/rolecall/resolve"
@@ -68,23 +69,15 @@ func isFence(line []byte) bool {
 	return string(bytes.TrimRight(line, " \t\r")) == "---"
 }
 
-// lfLines turns CRLF line ends into LF. A run of CRs before a newline is
-// one line end ("a\r\r\n" → "a\n"): replacing "\r\n" once would leave
-// the "\r\n" of "\r\r\n" in place (found by FuzzFrontmatter).
+// crlfRE is a CRLF line end. A run of CRs before a newline is one line
+// end ("a\r\r\n" → "a\n"): replacing "\r\n" once would leave the "\r\n"
+// of "\r\r\n" in place (found by FuzzFrontmatter).
+var crlfRE = regexp.MustCompile(`\r+\n`)
+
+// lfLines turns CRLF line ends into LF.
 func lfLines(s string) string {
 	if !strings.Contains(s, "\r\n") {
 		return s
 	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for {
-		i := strings.IndexByte(s, '\n')
-		if i < 0 {
-			b.WriteString(s)
-			return b.String()
-		}
-		b.WriteString(strings.TrimRight(s[:i], "\r"))
-		b.WriteByte('\n')
-		s = s[i+1:]
-	}
+	return crlfRE.ReplaceAllString(s, "\n")
 }
