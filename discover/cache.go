@@ -143,14 +143,14 @@ func (c *parseCache) commit() {
 	c.prev, c.next = c.next, nil
 }
 
-// bytes returns the cached bytes of path when its stamp says they cannot
-// have changed, else nil.
-func (c *parseCache) bytes(path string, st stamp, ok bool) ([]byte, *cachedFile) {
+// bytes returns the cached bytes of path when its stamp st (zero when this
+// scan did not take one) says they cannot have changed, else nil.
+func (c *parseCache) bytes(path string, st stamp) ([]byte, *cachedFile) {
 	e := c.prev[path]
 	if e == nil {
 		return nil, nil
 	}
-	if ok && st.kind == 'f' && e.st == st && st.mtime < e.scanAt-int64(racyWindow) {
+	if st.kind == 'f' && e.st == st && st.mtime < e.scanAt-int64(racyWindow) {
 		c.next[path] = e
 		return e.data, e
 	}
@@ -177,8 +177,8 @@ func (l *loader) readCached(c cand, code resolve.Code, kind string) ([]byte, *ca
 		data, err := l.read(c, code, kind)
 		return data, nil, err
 	}
-	st, ok := l.stamps[c.path]
-	data, e := l.cache.bytes(c.path, st, ok)
+	st := l.stamps[c.path]
+	data, e := l.cache.bytes(c.path, st)
 	if data != nil {
 		l.files = append(l.files, fileRec{c.path, data, kind, c.stem})
 		return data, e, nil
