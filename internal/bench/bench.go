@@ -3,6 +3,7 @@ package bench
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -495,12 +496,12 @@ func setup(o Options) (*env, func(), error) {
 
 	e.url = o.URL
 	if e.url == "" {
-		srv, stop, err := startEmbedded()
+		embedded, stop, err := startEmbedded()
 		if err != nil {
 			return fail(err)
 		}
 		undo = append(undo, stop)
-		e.url = srv.ClientURL()
+		e.url = embedded
 	} else {
 		e.server, e.purge = "external", o.Purge
 	}
@@ -531,26 +532,32 @@ func setup(o Options) (*env, func(), error) {
 
 // startEmbedded runs a JetStream server on a random loopback port with a
 // store directory of its own, removed when the bench ends.
-func startEmbedded() (*server.Server, func(), error) {
+func startEmbedded() (string, func(), error) {
 	dir, err := os.MkdirTemp("", "rolecall-bench-nats-")
 	if err != nil {
-		return nil, nil, err
+		return "", nil, err
 	}
+	// A token of its own keeps out every other client on the machine: one
+	// that reconnects forever to a port the kernel has since given this
+	// server (another process's test) would otherwise publish into the
+	// bench's streams.
+	token := rand.Text()
 	srv, err := server.NewServer(&server.Options{
-		ServerName: "rolecall-bench", Host: "127.0.0.1", Port: -1,
+		ServerName: "rolecall-bench", Host: "127.0.0.1", Port: -1, Authorization: token,
 		JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true,
 	})
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, nil, fmt.Errorf("bench: embedded NATS: %w", err)
+		return "", nil, fmt.Errorf("bench: embedded NATS: %w", err)
 	}
 	go srv.Start()
 	if !srv.ReadyForConnections(10 * time.Second) {
 		srv.Shutdown()
 		_ = os.RemoveAll(dir)
-		return nil, nil, errors.New("bench: embedded NATS did not start within 10s")
+		return "", nil, errors.New("bench: embedded NATS did not start within 10s")
 	}
-	return srv, func() {
+	// rand.Text is base32: nothing in it needs escaping in a URL.
+	return "nats://" + token + "@" + srv.Addr().String(), func() {
 		srv.Shutdown()
 		srv.WaitForShutdown()
 		_ = os.RemoveAll(dir)
