@@ -563,7 +563,7 @@ type configuredScan struct {
 
 // scanConfigured opens each profile root as its own os.Root (inside the
 // config root) and lists it. The caller closes the opened roots.
-func (s *scanner) scanConfigured(t tree, sp scanPaths, cfgFile string, lines map[string]int) configuredScan {
+func (s *scanner) scanConfigured(t tree, sp scanPaths, lines map[string]int) configuredScan {
 	var p configuredScan
 	for i, r := range sp.roots {
 		fi, err := s.stat(t, r)
@@ -584,7 +584,7 @@ func (s *scanner) scanConfigured(t tree, sp scanPaths, cfgFile string, lines map
 		if e != nil {
 			// Report at the rolecall.yaml line that named the root.
 			p.errs = append(p.errs, &Error{
-				Code: e.Code, File: cfgFile, Line: lines[fmt.Sprintf("profile_roots[%d]", i)], Key: "profile_roots",
+				Code: e.Code, File: ConfigFile, Line: lines[fmt.Sprintf("profile_roots[%d]", i)], Key: "profile_roots",
 				Message: fmt.Sprintf("profile root %q: %s", r, e.Message),
 			})
 			p.roots = append(p.roots, nil)

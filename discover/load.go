@@ -210,7 +210,7 @@ func loadFrom(rootPath string, fsys fs.FS, opts Options, cache *parseCache) *loa
 	if l.cfgOK {
 		l.scan = scanPaths{roots: l.cfg.ProfileRoots, preamble: l.cfg.PreambleFile, sources: l.cfg.Sources}
 	}
-	conf := sc.scanConfigured(t, l.scan, ConfigFile, l.cfg.KeyLines)
+	conf := sc.scanConfigured(t, l.scan, l.cfg.KeyLines)
 	defer conf.opened.close()
 	l.fail(conf.errs...)
 	l.loadSkills(sc.scanSkills(t, l.scan.sources))

@@ -379,7 +379,7 @@ func sweep(root string, sp scanPaths, memo *scanMemo) ([sha256.Size]byte, int64)
 	t := tree{root: r}
 	sc := scanner{save: memo, stamps: make([]stamp, 0, sp.stamps)}
 	sc.scanFixed(t)
-	conf := sc.scanConfigured(t, sp, ConfigFile, nil)
+	conf := sc.scanConfigured(t, sp, nil)
 	conf.opened.close()
 	sc.scanSkills(t, sp.sources).opened.close()
 	return fingerprint(sc.stamps)
