@@ -449,18 +449,14 @@ func (l *loader) readSkill(source string, c skillCand) (*SkillFile, *Error) {
 		}
 	}
 	sf.Source, sf.Dir = source, c.dir
-	sf.Digest = skillDigest(recs)
+	// The directory is hashed like a config tree, under its own tag, in
+	// path order.
+	slices.SortFunc(recs, func(a, b fileRec) int { return strings.Compare(a.path, b.path) })
+	sf.Digest = digestFiles("rolecall.skill.v1", recs)
 	for _, r := range recs {
 		sf.Files = append(sf.Files, r.path)
 	}
 	return sf, nil
-}
-
-// skillDigest hashes a skill directory like a config tree (digestFiles),
-// under its own tag, in path order.
-func skillDigest(files []fileRec) string {
-	slices.SortFunc(files, func(a, b fileRec) int { return strings.Compare(a.path, b.path) })
-	return digestFiles("rolecall.skill.v1", files)
 }
 
 // skillProblem is the skill-source problem that fails a task, or nil. A
