@@ -36,26 +36,19 @@ func markdownDoc(path string, code resolve.Code, data []byte) (d *ydoc, root *ya
 // before the opening line is ignored.
 func splitFrontmatter(path string, code resolve.Code, data []byte) (*frontmatter, *Error) {
 	data = bytes.TrimPrefix(data, []byte("\xEF\xBB\xBF"))
-	first, rest, ok := bytes.Cut(data, []byte("\n"))
+	// bytes.Cut leaves rest nil when no newline ends the line.
+	first, rest, _ := bytes.Cut(data, []byte("\n"))
 	if !isFence(first) {
 		return nil, &Error{Code: code, File: path, Line: 1, Message: "missing frontmatter: the file must start with a --- line"}
-	}
-	if !ok {
-		return nil, &Error{Code: code, File: path, Line: 1, Message: "frontmatter opened at line 1 is never closed by a --- line"}
 	}
 	line := 2
 	start := rest
 	for len(rest) > 0 {
-		l, after, hasNL := bytes.Cut(rest, []byte("\n"))
+		l, after, _ := bytes.Cut(rest, []byte("\n"))
 		if isFence(l) {
-			fm := start[:len(start)-len(rest)]
-			body := string(after)
-			if !hasNL {
-				body = ""
-			}
 			return &frontmatter{
-				yaml:     fm,
-				body:     lfLines(body),
+				yaml:     start[:len(start)-len(rest)],
+				body:     lfLines(string(after)),
 				bodyLine: line + 1,
 			}, nil
 		}
