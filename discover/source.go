@@ -179,10 +179,8 @@ func (s *Source) watch(ctx context.Context, done chan struct{}) {
 			continue
 		case <-batch:
 			batch = nil
-			c, full := n.take()
-			if full {
-				c = nil
-			} else if c == nil {
+			c, full := n.take() // c is nil when full
+			if c == nil && !full {
 				continue
 			}
 			n = s.sweepAndWatch(n, c)
