@@ -33,7 +33,11 @@ func (c *composer) pack(src *packSource) (*PackFile, []*packSource, *Error) {
 	if err == nil {
 		var pf *PackFile
 		if pf, err = decodePackTree(src.path, src.name, root, c.o); err == nil {
-			return c.finish(pf, layers), layers, nil
+			for _, l := range layers[:len(layers)-1] {
+				pf.Mixins = append(pf.Mixins, l.name)
+			}
+			pf.Files, pf.Placeholders, pf.FilesDigest = composedFiles(layers)
+			return pf, layers, nil
 		}
 		err.Subject = src.name
 	}
@@ -44,14 +48,6 @@ func (c *composer) pack(src *packSource) (*PackFile, []*packSource, *Error) {
 		}
 	}
 	return nil, layers, err
-}
-
-func (c *composer) finish(pf *PackFile, layers []*packSource) *PackFile {
-	for _, l := range layers[:len(layers)-1] {
-		pf.Mixins = append(pf.Mixins, l.name)
-	}
-	pf.Files, pf.Placeholders, pf.FilesDigest = composedFiles(layers)
-	return pf
 }
 
 // decodePackTree decodes a composed pack tree (nil for an empty pack).
