@@ -140,7 +140,7 @@ func (d *ydoc) defaults(n *yaml.Node, path string, cfg *Config) *Error {
 		case "effort":
 			def.Effort, err = opt(d.ident(f.v, key))
 		case "tools":
-			def.Tools, err = d.idents(f.v, key)
+			def.Tools, err = d.list(f.v, key, d.ident)
 		case "permissions":
 			def.Permissions, err = d.policy(f.v, key, cfg.KeyLines)
 		case "yolo":

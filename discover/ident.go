@@ -22,8 +22,6 @@ func (d *ydoc) ident(n *yaml.Node, key string) (string, *Error) {
 	return s, nil
 }
 
-func (d *ydoc) idents(n *yaml.Node, key string) ([]string, *Error) { return d.list(n, key, d.ident) }
-
 // unsafe reports a control or format character in s, the value of n.
 func (d *ydoc) unsafe(n *yaml.Node, key, s string) *Error {
 	if i, r := resolve.UnsafeChar(s); i >= 0 {
