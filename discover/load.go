@@ -142,12 +142,12 @@ func load(rootPath string, opts Options) *loader { return loadFrom(rootPath, nil
 // checks it).
 func loadFrom(rootPath string, fsys fs.FS, opts Options, cache *parseCache) *loader {
 	l := &loader{
-		cache:    cache,
-		rootPath: rootPath,
-		cfg:      defaultConfig(),
-		x:        &expander{lookupEnv: opts.LookupEnv},
-		packErrs: map[string]*Error{},
-		packs:    map[string]*PackFile{}, profiles: map[string]*Profile{},
+		cache:       cache,
+		rootPath:    rootPath,
+		cfg:         defaultConfig(),
+		x:           &expander{lookupEnv: opts.LookupEnv},
+		packErrs:    map[string]*Error{},
+		packs:       map[string]*PackFile{},
 		brokenRoles: map[string]bool{}, brokenModes: map[string]bool{}, brokenProfiles: map[string]bool{},
 	}
 	l.started = time.Now().UnixNano()
@@ -422,9 +422,7 @@ func (l *loader) loadProfiles(roots [][]cand) {
 		n += len(cands)
 	}
 	first := make(map[string]string, n)
-	if len(l.profiles) == 0 {
-		l.profiles = make(map[string]*Profile, n)
-	}
+	l.profiles = make(map[string]*Profile, n)
 	for _, cands := range roots {
 		for _, c := range cands {
 			if prev, dup := first[c.stem]; dup {
