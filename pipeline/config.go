@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -98,19 +99,14 @@ func DefaultConfig() Config {
 // withDefaults fills zero fields from DefaultConfig.
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
-	set := func(dst *string, v string) {
-		if *dst == "" {
-			*dst = v
-		}
-	}
-	set(&c.Prefix, d.Prefix)
-	set(&c.TasksStream, d.TasksStream)
-	set(&c.SpecsStream, d.SpecsStream)
-	set(&c.DeadLetter, d.DeadLetter)
-	set(&c.Consumer, d.Consumer)
-	set(&c.FleetSource, d.FleetSource)
-	set(&c.OutcomesBucket, d.OutcomesBucket)
-	set(&c.DataSchemaBase, d.DataSchemaBase)
+	c.Prefix = cmp.Or(c.Prefix, d.Prefix)
+	c.TasksStream = cmp.Or(c.TasksStream, d.TasksStream)
+	c.SpecsStream = cmp.Or(c.SpecsStream, d.SpecsStream)
+	c.DeadLetter = cmp.Or(c.DeadLetter, d.DeadLetter)
+	c.Consumer = cmp.Or(c.Consumer, d.Consumer)
+	c.FleetSource = cmp.Or(c.FleetSource, d.FleetSource)
+	c.OutcomesBucket = cmp.Or(c.OutcomesBucket, d.OutcomesBucket)
+	c.DataSchemaBase = cmp.Or(c.DataSchemaBase, d.DataSchemaBase)
 	if c.Replicas <= 0 {
 		c.Replicas = d.Replicas
 	}
