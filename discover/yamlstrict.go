@@ -2,6 +2,7 @@ package discover
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -267,13 +268,10 @@ func describeNode(n *yaml.Node) string {
 		if n.Tag == "!!null" {
 			return "null"
 		}
-		kind := map[string]string{
+		kind := cmp.Or(map[string]string{
 			"!!str": "string", "!!int": "integer", "!!bool": "boolean", "!!float": "number",
-			"!!null": "null", "!!timestamp": "timestamp", "!!merge": "merge key",
-		}[n.Tag]
-		if kind == "" {
-			kind = n.Tag
-		}
+			"!!timestamp": "timestamp", "!!merge": "merge key",
+		}[n.Tag], n.Tag)
 		v := n.Value
 		if len(v) > 40 {
 			v = v[:40] + "…"
