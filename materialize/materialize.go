@@ -83,11 +83,11 @@ func AgentSpecFromResolved(r *resolve.ResolvedAgentSpec) (*AgentSpec, error) {
 		return nil, err
 	}
 	role := *r.Role
-	role.Emits = cloneStrings(role.Emits)
+	role.Emits = slices.Clone(role.Emits)
 	role.ArtifactDefaults = resolve.CloneMap(role.ArtifactDefaults)
 	modes := make([]resolve.Mode, len(r.ModeDefs))
 	for i, m := range r.ModeDefs {
-		m.ConflictsWith = cloneStrings(m.ConflictsWith)
+		m.ConflictsWith = slices.Clone(m.ConflictsWith)
 		modes[i] = m
 	}
 	return &AgentSpec{
@@ -95,9 +95,9 @@ func AgentSpecFromResolved(r *resolve.ResolvedAgentSpec) (*AgentSpec, error) {
 		Modes: modes,
 		Pack:  resolve.PackRef{Name: r.Pack.Name, Digest: r.Pack.Digest, Variants: slices.Clone(r.Pack.Variants)},
 		Directives: resolve.Directives{
-			Authority:   cloneStrings(r.Directives.Authority),
-			Boundaries:  cloneStrings(r.Directives.Boundaries),
-			Escalations: cloneStrings(r.Directives.Escalations),
+			Authority:   slices.Clone(r.Directives.Authority),
+			Boundaries:  slices.Clone(r.Directives.Boundaries),
+			Escalations: slices.Clone(r.Directives.Escalations),
 		},
 		Model:          r.Model,
 		Effort:         clonePtr(r.Effort),
@@ -200,14 +200,6 @@ func Materialize(r *resolve.ResolvedAgentSpec, preamble string) (Materialized, e
 		return Materialized{}, failed("rebuilt prompt for %q differs from the resolved prompt_body", r.Identity.Name)
 	}
 	return m, nil
-}
-
-// cloneStrings copies a slice, keeping nil (absent) apart from empty.
-func cloneStrings(s []string) []string {
-	if s == nil {
-		return nil
-	}
-	return append(make([]string, 0, len(s)), s...)
 }
 
 func clonePtr[T any](p *T) *T {
