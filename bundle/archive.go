@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -49,7 +50,6 @@ func Build(files map[string][]byte) (*Archive, error) {
 	if len(files) > MaxMembers {
 		return nil, errf(CodeTooLarge, "", "%d files, more than the %d a bundle may hold", len(files), MaxMembers)
 	}
-	paths := make([]string, 0, len(files))
 	for p, data := range files {
 		if e := checkPath(p); e != nil {
 			return nil, e
@@ -57,15 +57,13 @@ func Build(files map[string][]byte) (*Archive, error) {
 		if len(data) > MaxMemberSize {
 			return nil, errf(CodeTooLarge, p, "%d bytes, more than the %d-byte limit of one file", len(data), MaxMemberSize)
 		}
-		paths = append(paths, p)
 	}
-	slices.Sort(paths)
-	if e := checkConflicts(paths); e != nil {
+	if e := checkConflicts(files); e != nil {
 		return nil, e
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	for _, p := range paths {
+	for _, p := range slices.Sorted(maps.Keys(files)) {
 		hdr := &tar.Header{
 			Typeflag: tar.TypeReg, Name: p, Size: int64(len(files[p])), Mode: 0o644,
 			ModTime: time.Unix(0, 0), Format: tar.FormatPAX,
@@ -86,21 +84,13 @@ func Build(files map[string][]byte) (*Archive, error) {
 	return &Archive{Data: buf.Bytes(), Digest: Digest(buf.Bytes()), FS: newFS(files)}, nil
 }
 
-// checkConflicts finds, in sorted paths, a file that another path needs as
-// a directory ("a" and "a/b"): such an archive has no single meaning.
-func checkConflicts(sorted []string) *Error {
-	for i := 1; i < len(sorted); i++ {
-		if sorted[i] == sorted[i-1] {
-			return errf(CodeDuplicate, sorted[i], "listed twice")
-		}
-	}
-	set := make(map[string]bool, len(sorted))
-	for _, p := range sorted {
-		set[p] = true
-	}
-	for _, p := range sorted {
+// checkConflicts finds a file that another path needs as a directory ("a"
+// and "a/b"): such an archive has no single meaning. Paths are tried in
+// order, so the one reported does not depend on the map's.
+func checkConflicts(files map[string][]byte) *Error {
+	for _, p := range slices.Sorted(maps.Keys(files)) {
 		for d := path.Dir(p); d != "."; d = path.Dir(d) {
-			if set[d] {
+			if _, ok := files[d]; ok {
 				return errf(CodeDuplicate, d, "is a file and also the directory of %s", p)
 			}
 		}
@@ -158,12 +148,7 @@ func ReadArchive(data []byte, want string) (*Archive, error) {
 		}
 		files[name] = body
 	}
-	paths := make([]string, 0, len(files))
-	for p := range files {
-		paths = append(paths, p)
-	}
-	slices.Sort(paths)
-	if e := checkConflicts(paths); e != nil {
+	if e := checkConflicts(files); e != nil {
 		return nil, e
 	}
 	return &Archive{Data: data, Digest: got, FS: newFS(files)}, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -43,12 +44,7 @@ func newFS(files map[string][]byte) *FS {
 
 // Paths lists the files, sorted.
 func (m *FS) Paths() []string {
-	out := make([]string, 0, len(m.files))
-	for p := range m.files {
-		out = append(out, p)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(m.files))
 }
 
 // Open implements fs.FS.
