@@ -57,21 +57,26 @@ type Drift = audit.Drift
 // the parsed outcome, for callers that need more of it.
 func entryOf(prefix string, m *jetstream.RawStreamMsg) (Entry, *explain.StoredOutcome) {
 	e := Entry{Seq: m.Sequence, Subject: m.Subject, Kind: KindInvalid, at: m.Time}
+	var so *explain.StoredOutcome
+	var err error
 	if strings.HasPrefix(m.Subject, prefix+".specs.drift.") {
 		e.Kind = KindDrift
 		if err := readDrift(&e, m); err != nil {
 			e.Kind, e.Error = KindInvalid, str(err.Error())
 		}
-		e.Time = stamp(e.at)
-		return e, nil
+	} else if so, err = explain.ParseOutcome(m.Sequence, m.Subject, m.Header, m.Data); err != nil {
+		e.ID, e.Error = m.Header.Get("Nats-Msg-Id"), str(err.Error())
+	} else {
+		readOutcome(&e, so)
 	}
-	so, err := explain.ParseOutcome(m.Sequence, m.Subject, m.Header, m.Data)
-	if err != nil {
-		e.ID = m.Header.Get("Nats-Msg-Id")
-		e.Error = str(err.Error())
-		e.Time = stamp(e.at)
-		return e, nil
+	if !e.at.IsZero() {
+		e.Time = str(e.at.UTC().Format(time.RFC3339Nano))
 	}
+	return e, so
+}
+
+// readOutcome fills e from a parsed outcome.
+func readOutcome(e *Entry, so *explain.StoredOutcome) {
 	e.ID, e.Kind, e.TaskID = so.ID, so.Kind(), str(so.TaskID)
 	if !so.Time.IsZero() {
 		e.at = so.Time
@@ -92,8 +97,6 @@ func entryOf(prefix string, m *jetstream.RawStreamMsg) (Entry, *explain.StoredOu
 			e.Role = taskRole(d.Task)
 		}
 	}
-	e.Time = stamp(e.at)
-	return e, so
 }
 
 // readDrift reads a drift event leniently: its envelope in structured
@@ -133,13 +136,6 @@ func taskRole(task jsontext.Value) *string {
 		return nil
 	}
 	return str(t.Role)
-}
-
-func stamp(t time.Time) *string {
-	if t.IsZero() {
-		return nil
-	}
-	return str(t.UTC().Format(time.RFC3339Nano))
 }
 
 func str(s string) *string {
