@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -68,16 +69,6 @@ var stageNames = [...]string{StageDecode, StageDiscover, StageResolve, StageMate
 
 func stageOption(stage string) []metric.RecordOption {
 	return []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String(MetricAttrStage, stage)))}
-}
-
-// knownStage is stage's index in stageNames, or -1.
-func knownStage(stage string) int {
-	for i, s := range stageNames {
-		if s == stage {
-			return i
-		}
-	}
-	return -1
 }
 
 type taskKey struct{ outcome, code string }
@@ -146,7 +137,7 @@ func (i *Instruments) TaskDone(ctx context.Context, outcome, code string) {
 
 // StageDone records how long one stage took.
 func (i *Instruments) StageDone(ctx context.Context, stage string, d time.Duration) {
-	if k := knownStage(stage); k >= 0 {
+	if k := slices.Index(stageNames[:], stage); k >= 0 {
 		i.StageDuration.Record(ctx, d.Seconds(), i.knownStages[k]...)
 		return
 	}
@@ -163,7 +154,7 @@ func (i *Instruments) StageDone(ctx context.Context, stage string, d time.Durati
 // several workers). Unregister the returned registration when the worker
 // stops.
 func (i *Instruments) ObserveInflight(f func() int64) (metric.Registration, error) {
-	return i.observe(MetricInflight, i.Inflight, func(context.Context) (int64, bool) { return f(), true })
+	return i.observe(MetricInflight, i.Inflight, f)
 }
 
 // ObservePending registers f as the source of rolecall.consumer.pending. f
@@ -208,19 +199,17 @@ func (i *Instruments) ObservePending(f func(ctx context.Context) (int64, bool)) 
 // rolecall.config.problems: the number of problems of the configuration
 // being served, read on every collection (so f must not load anything).
 func (i *Instruments) ObserveConfigProblems(f func() int64) (metric.Registration, error) {
-	return i.observe(MetricConfigProblems, i.ConfigProblems, func(context.Context) (int64, bool) { return f(), true })
+	return i.observe(MetricConfigProblems, i.ConfigProblems, f)
 }
 
 // SlowConsumer counts one slow-consumer report of the NATS client.
 func (i *Instruments) SlowConsumer(ctx context.Context) { i.SlowConsumers.Add(ctx, 1) }
 
 // observe registers f as a source of the asynchronous instrument inst
-// (named name), reported when f has a value.
-func (i *Instruments) observe(name string, inst metric.Int64Observable, f func(ctx context.Context) (int64, bool)) (metric.Registration, error) {
-	reg, err := i.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
-		if n, ok := f(ctx); ok {
-			o.ObserveInt64(inst, n)
-		}
+// (named name).
+func (i *Instruments) observe(name string, inst metric.Int64Observable, f func() int64) (metric.Registration, error) {
+	reg, err := i.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(inst, f())
 		return nil
 	}, inst)
 	if err != nil {
