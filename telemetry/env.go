@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"os"
@@ -59,10 +60,7 @@ func loadSettings() (settings, error) {
 // name, exactly as written. def is rolecall's default.
 func loadExporter(signal, def string, names ...string) (exporter, error) {
 	v := "OTEL_" + strings.ToUpper(signal) + "_EXPORTER"
-	e := exporter{name: os.Getenv(v)}
-	if e.name == "" {
-		e.name = def
-	}
+	e := exporter{name: cmp.Or(os.Getenv(v), def)}
 	if !slices.Contains(names, e.name) {
 		reason := "unsupported exporter (want one of " + strings.Join(names, ", ") + ")"
 		if strings.Contains(e.name, ",") {

@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -181,11 +182,7 @@ func (t *Telemetry) Summary() []slog.Attr {
 // newResource describes the process; the detectors listed last win, so
 // OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME override Config.
 func newResource(ctx context.Context, cfg Config) (*resource.Resource, error) {
-	name := cfg.ServiceName
-	if name == "" {
-		name = DefaultServiceName
-	}
-	attrs := []attribute.KeyValue{attribute.String("service.name", name)}
+	attrs := []attribute.KeyValue{attribute.String("service.name", cmp.Or(cfg.ServiceName, DefaultServiceName))}
 	if cfg.ServiceVersion != "" {
 		attrs = append(attrs, attribute.String("service.version", cfg.ServiceVersion))
 	}
