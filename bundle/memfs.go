@@ -15,25 +15,26 @@ import (
 // has no links, no owners and no times, so nothing read from it can lead
 // anywhere else. It is safe for concurrent use.
 type FS struct {
+	// Every key is a valid fs path, so a lookup of an invalid name fails.
 	files map[string][]byte
 	dirs  map[string][]string // directory → sorted child names; "." is the top
 }
 
-// newFS builds an FS from clean, valid, non-conflicting paths (readArchive
-// and Pack check them first).
+// newFS builds an FS from clean, valid, non-conflicting paths (ReadArchive
+// and Build check them first).
 func newFS(files map[string][]byte) *FS {
 	m := &FS{files: files, dirs: map[string][]string{".": nil}}
 	for p := range files {
-		child := p
-		for dir := path.Dir(p); ; dir = path.Dir(dir) {
+		// Each name joins its directory once: a directory already seen
+		// was listed in its parent, and so were the parent's ancestors.
+		for {
+			dir := path.Dir(p)
 			_, seen := m.dirs[dir]
-			if !slices.Contains(m.dirs[dir], path.Base(child)) {
-				m.dirs[dir] = append(m.dirs[dir], path.Base(child))
-			}
-			if dir == "." || seen {
+			m.dirs[dir] = append(m.dirs[dir], path.Base(p))
+			if seen {
 				break
 			}
-			child = dir
+			p = dir
 		}
 	}
 	for d := range m.dirs {
@@ -52,14 +53,15 @@ func (m *FS) Open(name string) (fs.File, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
-	if data, ok := m.files[name]; ok {
-		return &memFile{info: memInfo{name: path.Base(name), size: int64(len(data))}, r: bytes.NewReader(data)}, nil
-	}
-	if _, ok := m.dirs[name]; ok {
+	info, ok := m.lookup(name)
+	switch {
+	case !ok:
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	case info.dir:
 		ents, _ := m.ReadDir(name)
-		return &memDir{info: memInfo{name: path.Base(name), dir: true}, ents: ents}, nil
+		return &memDir{info: info, ents: ents}, nil
 	}
-	return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	return &memFile{info: info, r: bytes.NewReader(m.files[name])}, nil
 }
 
 // Stat implements fs.StatFS.
@@ -67,25 +69,30 @@ func (m *FS) Stat(name string) (fs.FileInfo, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrInvalid}
 	}
-	if data, ok := m.files[name]; ok {
-		return memInfo{name: path.Base(name), size: int64(len(data))}, nil
-	}
-	if _, ok := m.dirs[name]; ok {
-		return memInfo{name: path.Base(name), dir: true}, nil
+	if info, ok := m.lookup(name); ok {
+		return info, nil
 	}
 	return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrNotExist}
+}
+
+// lookup is the info of a file or directory, and whether there is one.
+func (m *FS) lookup(name string) (memInfo, bool) {
+	if data, ok := m.files[name]; ok {
+		return memInfo{name: path.Base(name), size: int64(len(data))}, true
+	}
+	_, ok := m.dirs[name]
+	return memInfo{name: path.Base(name), dir: true}, ok
 }
 
 // ReadDir implements fs.ReadDirFS.
 func (m *FS) ReadDir(name string) ([]fs.DirEntry, error) {
 	kids, ok := m.dirs[name]
-	if !ok || !fs.ValidPath(name) {
+	if !ok {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrNotExist}
 	}
 	out := make([]fs.DirEntry, 0, len(kids))
 	for _, k := range kids {
-		p := path.Join(name, k)
-		info, _ := m.Stat(p)
+		info, _ := m.lookup(path.Join(name, k))
 		out = append(out, fs.FileInfoToDirEntry(info))
 	}
 	return out, nil
@@ -94,7 +101,7 @@ func (m *FS) ReadDir(name string) ([]fs.DirEntry, error) {
 // ReadFile implements fs.ReadFileFS; the caller gets its own copy.
 func (m *FS) ReadFile(name string) ([]byte, error) {
 	data, ok := m.files[name]
-	if !ok || !fs.ValidPath(name) {
+	if !ok {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: fs.ErrNotExist}
 	}
 	return bytes.Clone(data), nil
