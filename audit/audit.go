@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -51,12 +52,7 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Stream == "" {
-		c.Stream = DefaultStream
-	}
-	if c.Consumer == "" {
-		c.Consumer = DefaultConsumer
-	}
+	c.Stream, c.Consumer = cmp.Or(c.Stream, DefaultStream), cmp.Or(c.Consumer, DefaultConsumer)
 	if c.AckWait <= 0 {
 		c.AckWait = 30 * time.Second
 	}
@@ -238,15 +234,11 @@ func (a *Auditor) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	if !ack.Duplicate {
-		fields := []string{FieldUnknownDecision}
-		if d.Code == nil {
-			fields = fields[:0]
-			for _, f := range d.Fields {
-				fields = append(fields, f.Field)
-			}
+		for _, f := range d.Fields {
+			a.drift.Add(ctx, 1, metric.WithAttributes(attribute.String("field", f.Field)))
 		}
-		for _, f := range fields {
-			a.drift.Add(ctx, 1, metric.WithAttributes(attribute.String("field", f)))
+		if d.Code != nil { // an unknown decision has no fields
+			a.drift.Add(ctx, 1, metric.WithAttributes(attribute.String("field", FieldUnknownDecision)))
 		}
 		a.log.InfoContext(ctx, "audit: drift", append(attrs, "subject", subject)...)
 	}

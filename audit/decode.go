@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
@@ -118,13 +119,5 @@ func DecodeAllocated(h nats.Header, body []byte) (AllocatedEvent, error) {
 
 // text reports a non-empty string of printable ASCII of at most n bytes.
 func text(s string, n int) bool {
-	if s == "" || len(s) > n {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x21 || s[i] > 0x7e {
-			return false
-		}
-	}
-	return true
+	return s != "" && len(s) <= n && !strings.ContainsFunc(s, func(r rune) bool { return r < 0x21 || r > 0x7e })
 }
