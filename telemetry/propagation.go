@@ -2,6 +2,8 @@ package telemetry
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -48,11 +50,7 @@ func (c HeaderCarrier) Set(key, value string) {
 
 // Keys lists the header names present.
 func (c HeaderCarrier) Keys() []string {
-	keys := make([]string, 0, len(c))
-	for k := range c {
-		keys = append(keys, k)
-	}
-	return keys
+	return slices.AppendSeq(make([]string, 0, len(c)), maps.Keys(c))
 }
 
 // ExtractTask returns ctx carrying a task's parent trace context: from the
