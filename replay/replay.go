@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -184,8 +185,7 @@ func Run(ctx context.Context, js jetstream.JetStream, opt Options, each func(Res
 	last := stream.CachedInfo().State.LastSeq
 	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}}
 	if !opt.Since.IsZero() {
-		t := opt.Since
-		occ.DeliverPolicy, occ.OptStartTime = jetstream.DeliverByStartTimePolicy, &t
+		occ.DeliverPolicy, occ.OptStartTime = jetstream.DeliverByStartTimePolicy, &opt.Since
 	}
 	cons, err := stream.OrderedConsumer(ctx, occ)
 	if err != nil {
@@ -242,23 +242,20 @@ func Run(ctx context.Context, js jetstream.JetStream, opt Options, each func(Res
 // snapshot is the configuration so is replayed against.
 func (opt Options) snapshot(ctx context.Context, so *explain.StoredOutcome, cache map[uint64]*discover.Snapshot) (*discover.Snapshot, error) {
 	d := so.Decision
-	if d == nil {
-		return opt.Snapshot, nil // One skips what has no record
+	// One skips what has no record; Snapshot serves a decision that cites
+	// no bundle revision, or any decision when revisions cannot be loaded.
+	if d == nil || opt.Snapshot != nil && (opt.Revisions == nil || d.Config.Revision == nil) {
+		return opt.Snapshot, nil
 	}
-	if opt.Revisions == nil || d.Config.Revision == nil {
-		if opt.Snapshot != nil {
-			return opt.Snapshot, nil
-		}
-		if d.Config.Revision == nil {
-			return nil, fail(CodeConfigUnavailable, map[string]any{"outcome_id": so.ID}, "outcome %s was decided from files (digest %s): give the config root with --root", so.ID, d.Config.Digest)
-		}
+	if d.Config.Revision == nil {
+		return nil, fail(CodeConfigUnavailable, map[string]any{"outcome_id": so.ID}, "outcome %s was decided from files (digest %s): give the config root with --root", so.ID, d.Config.Digest)
 	}
 	rev := *d.Config.Revision
-	if s, ok := cache[rev]; ok {
-		return s, nil
-	}
 	if opt.Revisions == nil {
 		return nil, fail(CodeConfigUnavailable, map[string]any{"outcome_id": so.ID, "revision": rev}, "outcome %s cites bundle revision %d, and this worker cannot load bundles: give the config root with --root", so.ID, rev)
+	}
+	if s, ok := cache[rev]; ok {
+		return s, nil
 	}
 	s, err := opt.Revisions(ctx, rev)
 	if err != nil {
@@ -458,17 +455,9 @@ func diffJSON(was, now []byte) []Change {
 }
 
 func unionKeys(a, b map[string]jsontext.Value) []string {
-	var keys []string
-	for k := range a {
-		keys = append(keys, k)
-	}
-	for k := range b {
-		if _, ok := a[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
+	keys := slices.AppendSeq(slices.Collect(maps.Keys(a)), maps.Keys(b))
 	slices.Sort(keys)
-	return keys
+	return slices.Compact(keys)
 }
 
 func orNull(v jsontext.Value) jsontext.Value {
