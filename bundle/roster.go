@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -35,16 +34,10 @@ func NewRosterWriter(ctx context.Context, js jetstream.JetStream, replicas int, 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	kv, err := js.KeyValue(ctx, RosterBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) && create {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: RosterBucket, Description: "rolecall rosters, key = pack", History: 1,
-			Replicas: max(replicas, 1), Storage: jetstream.FileStorage,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, RosterBucket)
-		}
-	}
+	kv, err := bind(ctx, create, RosterBucket, js.KeyValue, js.CreateKeyValue, jetstream.KeyValueConfig{
+		Bucket: RosterBucket, Description: "rolecall rosters, key = pack", History: 1,
+		Replicas: max(replicas, 1), Storage: jetstream.FileStorage,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("KV %s: %w", RosterBucket, err)
 	}

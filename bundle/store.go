@@ -99,30 +99,20 @@ type StoreOptions struct {
 func Open(ctx context.Context, js jetstream.JetStream, o StoreOptions) (*Store, error) {
 	s := &Store{js: js}
 	var err error
-	if s.kv, err = js.KeyValue(ctx, Bucket); errors.Is(err, jetstream.ErrBucketNotFound) && o.Create {
-		s.kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: Bucket, Description: "rolecall config bundles: current and history", History: 1,
-			Replicas: max(o.Replicas, 1), Storage: jetstream.FileStorage,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			s.kv, err = js.KeyValue(ctx, Bucket)
-		}
-	}
+	s.kv, err = bind(ctx, o.Create, Bucket, js.KeyValue, js.CreateKeyValue, jetstream.KeyValueConfig{
+		Bucket: Bucket, Description: "rolecall config bundles: current and history", History: 1,
+		Replicas: max(o.Replicas, 1), Storage: jetstream.FileStorage,
+	})
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, errf(CodeNotFound, "", "no KV bucket %s: nothing was pushed yet (worker config push)", Bucket)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("KV %s: %w", Bucket, err)
 	}
-	if s.obj, err = js.ObjectStore(ctx, Bucket); errors.Is(err, jetstream.ErrBucketNotFound) && o.Create {
-		s.obj, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
-			Bucket: Bucket, Description: "rolecall config bundles: archives by digest",
-			Replicas: max(o.Replicas, 1), Storage: jetstream.FileStorage,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			s.obj, err = js.ObjectStore(ctx, Bucket)
-		}
-	}
+	s.obj, err = bind(ctx, o.Create, Bucket, js.ObjectStore, js.CreateObjectStore, jetstream.ObjectStoreConfig{
+		Bucket: Bucket, Description: "rolecall config bundles: archives by digest",
+		Replicas: max(o.Replicas, 1), Storage: jetstream.FileStorage,
+	})
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, errf(CodeNotFound, "", "no object store %s: nothing was pushed yet (worker config push)", Bucket)
 	}
@@ -130,6 +120,21 @@ func Open(ctx context.Context, js jetstream.JetStream, o StoreOptions) (*Store, 
 		return nil, fmt.Errorf("object store %s: %w", Bucket, err)
 	}
 	return s, nil
+}
+
+// bind gets the bucket name; with create it makes a missing one from cfg,
+// and gets the one another process made first.
+func bind[B, C any](ctx context.Context, create bool, name string,
+	get func(context.Context, string) (B, error), makeBucket func(context.Context, C) (B, error), cfg C,
+) (B, error) {
+	b, err := get(ctx, name)
+	if errors.Is(err, jetstream.ErrBucketNotFound) && create {
+		b, err = makeBucket(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			b, err = get(ctx, name)
+		}
+	}
+	return b, err
 }
 
 // KV is the bucket of current and the history (for watching).
