@@ -97,14 +97,11 @@ type Skill struct {
 // outcome of that same run: what the worker would publish for the task.
 func Task(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef) (*Document, pipeline.Outcome) {
 	out := pipeline.HandleExplained(snap, task, ref, nil)
-	d := newDocument(snap)
-	d.TaskID, d.Role = nonEmpty(task.TaskID), nonEmpty(task.Role)
+	d := newDocument(snap, task, out.Failure)
 	if out.Failure != nil {
-		d.fail(out.Failure)
 		return d, out
 	}
 	spec := &out.Resolved.ResolvedAgentSpec
-	d.Outcome = OutcomeResolved
 	chains := make(map[string]resolve.FieldExplain, len(spec.Explain))
 	for _, f := range spec.Explain {
 		chains[f.Field] = f
@@ -142,10 +139,7 @@ func TaskData(snap *discover.Snapshot, data []byte) (*Document, pipeline.Outcome
 	task, ref, err := events.DecodeTaskData(data, events.DecodeOptions{})
 	if err != nil {
 		f := pipeline.FailureFrom(&task.TaskID, resolve.StageDecode, err)
-		d := newDocument(snap)
-		d.TaskID, d.Role = nonEmpty(task.TaskID), nonEmpty(task.Role)
-		d.fail(f)
-		return d, pipeline.Outcome{Failure: f, SnapshotDigest: snap.Digest}
+		return newDocument(snap, task, f), pipeline.Outcome{Failure: f, SnapshotDigest: snap.Digest}
 	}
 	return Task(snap, task, ref)
 }
@@ -165,12 +159,15 @@ func ConfigOf(snap *discover.Snapshot) events.DecisionConfig {
 	return pipeline.DecisionConfig(snap)
 }
 
-func newDocument(snap *discover.Snapshot) *Document {
-	return &Document{Format: Format, Config: ConfigOf(snap), Fields: []Field{}, Skills: []Skill{}, Diagnostics: []resolve.Diagnostic{}}
-}
-
-func (d *Document) fail(f *events.FailureData) {
-	d.Outcome, d.Failure = OutcomeFailed, f
+// newDocument is the document of task with its outcome, failed when f is
+// set, and no fields yet.
+func newDocument(snap *discover.Snapshot, task events.Task, f *events.FailureData) *Document {
+	d := &Document{Format: Format, TaskID: nonEmpty(task.TaskID), Role: nonEmpty(task.Role), Config: ConfigOf(snap),
+		Outcome: OutcomeResolved, Failure: f, Fields: []Field{}, Skills: []Skill{}, Diagnostics: []resolve.Diagnostic{}}
+	if f != nil {
+		d.Outcome = OutcomeFailed
+	}
+	return d
 }
 
 // origin is nil for the zero Origin (no file holds the value).
