@@ -2,7 +2,8 @@ package resolve
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -158,11 +159,10 @@ func quoteList(names []string) string {
 	return "[" + strings.Join(q, ", ") + "]"
 }
 
+// sortedKeys is m's keys in order: [], not nil, for an empty m, as an
+// error's details list them.
 func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.AppendSeq(make([]string, 0, len(m)), maps.Keys(m))
+	slices.Sort(keys)
 	return keys
 }

@@ -633,16 +633,9 @@ func overlap(patterns []string, matches [][]string, whose string) error {
 
 // union is the sorted, distinct names of matches.
 func union(matches [][]string) []string {
-	out := []string{}
-	for _, m := range matches {
-		for _, n := range m {
-			if !slices.Contains(out, n) {
-				out = append(out, n)
-			}
-		}
-	}
-	slices.Sort(out)
-	return out
+	all := slices.Concat(matches...)
+	slices.Sort(all)
+	return slices.Compact(all)
 }
 
 func (r *resolution) rest() error {

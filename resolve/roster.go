@@ -1,6 +1,6 @@
 package resolve
 
-import "sort"
+import "slices"
 
 // Roster returns the identities a planner may assign: the active built-in
 // Roles of the selected pack (lexical), then "external:<name>" for every
@@ -34,6 +34,6 @@ func Roster(pack *Pack, catalog *Catalog, profiles []ExternalProfile, policy Pol
 		}
 		ext = append(ext, ExternalPrefix+p.Name)
 	}
-	sort.Strings(ext)
+	slices.Sort(ext)
 	return append(roles, ext...)
 }
