@@ -2,6 +2,7 @@ package bundle
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -63,7 +64,7 @@ type Record struct {
 
 // decodeRecord decodes strictly: unknown fields and trailing data are
 // errors, so a record no one wrote is not half-read.
-func decodeRecord(data []byte) (Record, error) {
+func decodeRecord(data []byte) (Record, *Error) {
 	var r Record
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -142,9 +143,15 @@ func (s *Store) KV() jetstream.KeyValue { return s.kv }
 
 // Current is the record at current; CodeNotFound when there is none.
 func (s *Store) Current(ctx context.Context) (Record, error) {
-	e, err := s.kv.Get(ctx, KeyCurrent)
+	return s.record(ctx, KeyCurrent, "no bundle at "+KeyCurrent+" yet")
+}
+
+// record reads the record at key; missing is the CodeNotFound message
+// when there is none.
+func (s *Store) record(ctx context.Context, key, missing string) (Record, error) {
+	e, err := s.kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return Record{}, errf(CodeNotFound, "", "no bundle at %s yet", KeyCurrent)
+		return Record{}, errf(CodeNotFound, "", "%s", missing)
 	}
 	if err != nil {
 		return Record{}, err
@@ -155,10 +162,7 @@ func (s *Store) Current(ctx context.Context) (Record, error) {
 func entryRecord(e jetstream.KeyValueEntry) (Record, error) {
 	r, err := decodeRecord(e.Value())
 	if err != nil {
-		var be *Error
-		if errors.As(err, &be) {
-			be.Revision = e.Revision()
-		}
+		err.Revision = e.Revision()
 		return r, err
 	}
 	if e.Key() == KeyCurrent {
@@ -302,7 +306,6 @@ func (s *Store) move(ctx context.Context, rec Record, rev uint64, have bool, now
 		now = time.Now
 	}
 	rec.Time = now().UTC()
-	rec.Revision = 0
 	val, err := json.Marshal(rec)
 	if err != nil {
 		return rec, err
@@ -313,7 +316,10 @@ func (s *Store) move(ctx context.Context, rec Record, rev uint64, have bool, now
 	} else {
 		n, err = s.kv.Create(ctx, KeyCurrent, val)
 	}
-	if errors.Is(err, jetstream.ErrKeyExists) || isWrongSequence(err) {
+	// Create finds the key there, Update JetStream's "wrong last
+	// sequence" (10071): current moved.
+	var api *jetstream.APIError
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
 		return rec, &Error{Code: CodeRevisionConflict, Message: fmt.Sprintf("current moved from revision %d while this push ran: read worker config log and push again", rev)}
 	}
 	if err != nil {
@@ -329,13 +335,6 @@ func (s *Store) move(ctx context.Context, rec Record, rev uint64, have bool, now
 	return rec, nil
 }
 
-// isWrongSequence is JetStream's "wrong last sequence" (10071), which a
-// compare-and-swap on a key that moved returns.
-func isWrongSequence(err error) bool {
-	var api *jetstream.APIError
-	return errors.Is(err, jetstream.ErrKeyExists) || errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
-}
-
 // Log lists the history, newest first (empty when nothing was pushed).
 func (s *Store) Log(ctx context.Context) ([]Record, error) {
 	lister, err := s.kv.ListKeysFiltered(ctx, HistoryPrefix+">")
@@ -344,7 +343,7 @@ func (s *Store) Log(ctx context.Context) ([]Record, error) {
 	}
 	var out []Record
 	for k := range lister.Keys() {
-		r, err := s.history(ctx, k)
+		r, err := s.history(ctx, strings.TrimPrefix(k, HistoryPrefix))
 		if err != nil {
 			return nil, err
 		}
@@ -355,34 +354,18 @@ func (s *Store) Log(ctx context.Context) ([]Record, error) {
 	if cur, err := s.Current(ctx); err == nil && !slices.ContainsFunc(out, func(r Record) bool { return r.Revision == cur.Revision }) {
 		out = append(out, cur)
 	}
-	slices.SortFunc(out, func(a, b Record) int { return -cmpU(a.Revision, b.Revision) })
+	slices.SortFunc(out, func(a, b Record) int { return cmp.Compare(b.Revision, a.Revision) })
 	return out, nil
 }
 
-func cmpU(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func (s *Store) history(ctx context.Context, key string) (Record, error) {
-	e, err := s.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return Record{}, errf(CodeNotFound, "", "no revision %s in the history", strings.TrimPrefix(key, HistoryPrefix))
-	}
-	if err != nil {
-		return Record{}, err
-	}
-	return entryRecord(e)
+// history is the record of the history key of revision rev.
+func (s *Store) history(ctx context.Context, rev string) (Record, error) {
+	return s.record(ctx, HistoryPrefix+rev, "no revision "+rev+" in the history")
 }
 
 // Revision is the history record of revision rev.
 func (s *Store) Revision(ctx context.Context, rev uint64) (Record, error) {
-	return s.history(ctx, HistoryPrefix+strconv.FormatUint(rev, 10))
+	return s.history(ctx, strconv.FormatUint(rev, 10))
 }
 
 // Rollback moves current back to the bundle of revision to (0: the
