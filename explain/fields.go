@@ -67,9 +67,10 @@ func SameValue(a, b any) bool {
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
-// changed lists the fields whose value or source differ between two
-// resolved outcomes, in the order of the precedence table.
-func changed(was, now *events.ResolvedData) []string {
+// Changed lists the fields whose value or source differ between two
+// resolved outcomes, in the order of the precedence table: a recorded
+// document's changed, and the fields replay reports.
+func Changed(was, now *events.ResolvedData) []string {
 	a, b := OutcomeFields(was), OutcomeFields(now)
 	out := []string{}
 	for _, kv := range now.Sources.Fields() {

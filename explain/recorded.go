@@ -191,7 +191,7 @@ func Stored(snap *discover.Snapshot, so *StoredOutcome) (*Document, error) {
 	}
 	switch {
 	case so.Resolved != nil && out.Resolved != nil:
-		r.Changed = changed(so.Resolved, out.Resolved)
+		r.Changed = Changed(so.Resolved, out.Resolved)
 	case so.Kind() != d.Outcome:
 		r.Changed = []string{"outcome"}
 	case so.Failure.Code != out.Failure.Code:

@@ -361,11 +361,7 @@ func semanticDiff(snap *discover.Snapshot, task events.Task, ref resolve.RoleRef
 	if so.Resolved != nil && out.Resolved != nil {
 		was, now := explain.OutcomeFields(so.Resolved), explain.OutcomeFields(out.Resolved)
 		var origins map[string]string
-		for _, kv := range out.Resolved.Sources.Fields() {
-			f := kv[0]
-			if was[f].Source == now[f].Source && explain.SameValue(was[f].Value, now[f].Value) {
-				continue
-			}
+		for _, f := range explain.Changed(so.Resolved, out.Resolved) {
 			if origins == nil {
 				origins = fieldOrigins(snap, task, ref)
 			}
