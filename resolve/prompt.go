@@ -20,22 +20,14 @@ func JoinBlocks(blocks ...string) string {
 	var b strings.Builder
 	b.Grow(n) // one allocation for the whole prompt
 	for _, blk := range blocks {
-		writeBlock(&b, blk)
+		if t := strings.TrimSpace(blk); t != "" {
+			if b.Len() > 0 {
+				b.WriteString(BlockSeparator)
+			}
+			b.WriteString(t)
+		}
 	}
 	return b.String()
-}
-
-// writeBlock appends s trimmed, after a separator when something precedes
-// it; a block that trims to nothing adds nothing.
-func writeBlock(b *strings.Builder, s string) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return
-	}
-	if b.Len() > 0 {
-		b.WriteString(BlockSeparator)
-	}
-	b.WriteString(s)
 }
 
 // DirectiveBlock renders a pack entry's directives: the non-empty sections

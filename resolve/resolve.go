@@ -300,15 +300,6 @@ func (r *resolution) supports(tier string) bool {
 	return r.replace || len(r.entry.Tiers) == 0 || slices.Contains(r.entry.Tiers, tier)
 }
 
-// fallbackAfter is the part of the fallback order after tier: the whole
-// order when tier is not in it.
-func fallbackAfter(order []string, tier string) []string {
-	if i := slices.Index(order, tier); i >= 0 {
-		return order[i+1:]
-	}
-	return order
-}
-
 // variants is step 4c: every variant whose conditions hold for the task's
 // selector (the model after steps 4 and 4b, the tier symbol as written,
 // the pack and the role) applies in declaration order, later ones winning.

@@ -29,7 +29,13 @@ func (m *ModelCatalog) Expand(tier string, supported []string) (model, via strin
 	if !m.AllowFallback {
 		return "", "", tried, false
 	}
-	for _, t := range fallbackAfter(m.Fallback, tier) {
+	// The tiers after tier in the fallback order: all of them when tier
+	// is not in it.
+	order := m.Fallback
+	if i := slices.Index(order, tier); i >= 0 {
+		order = order[i+1:]
+	}
+	for _, t := range order {
 		if len(supported) > 0 && !slices.Contains(supported, t) {
 			continue
 		}
