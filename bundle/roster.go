@@ -2,10 +2,12 @@ package bundle
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,9 +33,6 @@ type RosterWriter struct {
 // NewRosterWriter binds the roster bucket, creating it when it is missing
 // and create is set.
 func NewRosterWriter(ctx context.Context, js jetstream.JetStream, replicas int, create bool, log *slog.Logger) (*RosterWriter, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	kv, err := bind(ctx, create, RosterBucket, js.KeyValue, js.CreateKeyValue, jetstream.KeyValueConfig{
 		Bucket: RosterBucket, Description: "rolecall rosters, key = pack", History: 1,
 		Replicas: max(replicas, 1), Storage: jetstream.FileStorage,
@@ -41,19 +40,14 @@ func NewRosterWriter(ctx context.Context, js jetstream.JetStream, replicas int, 
 	if err != nil {
 		return nil, fmt.Errorf("KV %s: %w", RosterBucket, err)
 	}
-	return &RosterWriter{kv: kv, log: log}, nil
+	return &RosterWriter{kv: kv, log: cmp.Or(log, slog.New(slog.DiscardHandler))}, nil
 }
 
 // Write brings the bucket in line with snap and reports how many keys it
 // wrote or deleted. A broken pack keeps no roster.
 func (w *RosterWriter) Write(ctx context.Context, snap *discover.Snapshot) (int, error) {
-	names := make([]string, 0, len(snap.Packs))
-	for name := range snap.Packs {
-		names = append(names, name)
-	}
-	slices.Sort(names)
 	n := 0
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(snap.Packs)) {
 		entries, err := snap.RosterEntries(name)
 		if err != nil {
 			continue

@@ -71,11 +71,10 @@ type WatchOptions struct {
 // nil, Ready is open and Status().LastError says why: the worker takes no
 // task and /readyz answers 503 with the reason.
 func Follow(ctx context.Context, js jetstream.JetStream, so StoreOptions, o WatchOptions) *Source {
-	log := o.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	src := &Source{
+		log: cmp.Or(o.Logger, slog.New(slog.DiscardHandler)), onSwap: o.OnSwap, retryFor: cmp.Or(o.RetryFor, 5*time.Second),
+		ready: make(chan struct{}), done: make(chan struct{}),
 	}
-	src := &Source{log: log, onSwap: o.OnSwap, retryFor: cmp.Or(o.RetryFor, 5*time.Second), ready: make(chan struct{}), done: make(chan struct{})}
 	src.status.Store(&Status{})
 	go func() {
 		every := cmp.Or(o.OpenEvery, 2*time.Second)
