@@ -242,14 +242,14 @@ func (a *api) drift(ctx context.Context, id string, seq uint64) ([]Entry, error)
 // an internal fault (logged, not shown).
 func (a *api) fail(w http.ResponseWriter, err error) {
 	var xe *explain.Error
-	if !errors.As(err, &xe) {
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			xe = &explain.Error{Code: explain.CodeOutcomesUnavailable, Message: err.Error(), Details: map[string]any{}}
-		} else {
-			a.opt.Logger.Error("audit view", "error", err)
-			writeError(w, http.StatusInternalServerError, "internal", "the specs stream could not be read; see the worker's log")
-			return
-		}
+	switch {
+	case errors.As(err, &xe):
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		xe = &explain.Error{Code: explain.CodeOutcomesUnavailable, Message: err.Error(), Details: map[string]any{}}
+	default:
+		a.opt.Logger.Error("audit view", "error", err)
+		writeError(w, http.StatusInternalServerError, "internal", "the specs stream could not be read; see the worker's log")
+		return
 	}
 	status := http.StatusInternalServerError
 	switch xe.Code {
