@@ -82,7 +82,6 @@ func decodeRecord(data []byte) (Record, *Error) {
 
 // Store is the bundles of one NATS account.
 type Store struct {
-	js  jetstream.JetStream
 	kv  jetstream.KeyValue
 	obj jetstream.ObjectStore
 }
@@ -98,7 +97,7 @@ type StoreOptions struct {
 
 // Open binds the buckets; with Create it makes missing ones.
 func Open(ctx context.Context, js jetstream.JetStream, o StoreOptions) (*Store, error) {
-	s := &Store{js: js}
+	s := &Store{}
 	var err error
 	s.kv, err = bind(ctx, o.Create, Bucket, js.KeyValue, js.CreateKeyValue, jetstream.KeyValueConfig{
 		Bucket: Bucket, Description: "rolecall config bundles: current and history", History: 1,
@@ -424,11 +423,9 @@ func (s *Store) Archive(ctx context.Context, rec Record) (*Archive, error) {
 		return nil, err
 	}
 	a, err := ReadArchive(data, rec.Digest)
-	if err != nil {
-		var be *Error
-		if errors.As(err, &be) {
-			be.Revision = rec.Revision
-		}
+	var be *Error
+	if errors.As(err, &be) {
+		be.Revision = rec.Revision
 	}
 	return a, err
 }
