@@ -303,19 +303,16 @@ func One(snap *discover.Snapshot, so *explain.StoredOutcome, handle HandleFunc) 
 		r.Status, r.Reason = StatusInvalid, err.Error()
 		return r
 	}
-	if r.SameConfig {
-		if bytes.Equal(now, so.Data) {
+	switch {
+	case r.SameConfig && bytes.Equal(now, so.Data):
+		r.Status = StatusEqual
+	case r.SameConfig:
+		r.Status, r.Changes = StatusNondeterministic, diffJSON(so.Data, now)
+	default:
+		r.Status, r.Changes = StatusChanged, semanticDiff(snap, task, ref, so, out)
+		if len(r.Changes) == 0 {
 			r.Status = StatusEqual
-			return r
 		}
-		r.Status = StatusNondeterministic
-		r.Changes = diffJSON(so.Data, now)
-		return r
-	}
-	r.Changes = semanticDiff(snap, task, ref, so, out)
-	r.Status = StatusEqual
-	if len(r.Changes) > 0 {
-		r.Status = StatusChanged
 	}
 	return r
 }
