@@ -114,10 +114,11 @@ func val[T any](p *T) any {
 	return *p
 }
 
-// list is a list's value for an offer: nil stays absent, empty is a value.
-func list(l []string) any {
-	if l == nil {
+// orNil is a list, map or policy as an offer's value: nil stays absent
+// (a typed nil in an any would read as a value), empty is a value.
+func orNil[T []string | map[string]any | *PermissionPolicy](v T) any {
+	if v == nil {
 		return nil
 	}
-	return l
+	return v
 }

@@ -418,7 +418,7 @@ func (r *resolution) modes() ([]Mode, error) {
 		}
 		r.out.Sources.Modes = SourceNone
 		r.ex.add("modes", []string{}, SourceNone,
-			Candidate{Source: SourceTask, Status: StatusAbsent, Value: list(req), Reason: "a replacement identity takes no Modes", Key: "modes"},
+			Candidate{Source: SourceTask, Status: StatusAbsent, Value: orNil(req), Reason: "a replacement identity takes no Modes", Key: "modes"},
 			Candidate{Source: SourcePack, Status: StatusExcluded, Reason: "a replacement identity has no pack entry"},
 			Candidate{Source: SourceNone, Status: StatusSelected, Value: []string{}, Reason: "a replacement identity has no Modes"})
 		return nil, nil
@@ -447,7 +447,7 @@ func (r *resolution) modes() ([]Mode, error) {
 		if packOffer == nil {
 			excluded = ""
 		}
-		c := rank(offer{SourceTask, list(r.in.Task.Modes), "modes", ""}, offer{packSrc, packOffer, packKey, excluded})
+		c := rank(offer{SourceTask, orNil(r.in.Task.Modes), "modes", ""}, offer{packSrc, packOffer, packKey, excluded})
 		none := Candidate{Source: SourceNone, Status: StatusAbsent, Reason: "used only when neither gives Modes"}
 		if r.out.Sources.Modes == SourceNone {
 			none.Status, none.Reason, none.Value = StatusSelected, "neither the task nor the pack gives Modes", []string{}
@@ -557,7 +557,7 @@ func (r *resolution) skills() error {
 		if r.replace && r.entry.Skills != nil {
 			reason = r.noEntry()
 		}
-		c := []Candidate{{Source: SourceTask, Value: list(task), Key: "skills"}, {Source: packSrc, Value: list(entry), Key: packKey, Status: StatusExcluded, Reason: reason}}
+		c := []Candidate{{Source: SourceTask, Value: orNil(task), Key: "skills"}, {Source: packSrc, Value: orNil(entry), Key: packKey, Status: StatusExcluded, Reason: reason}}
 		switch {
 		case task != nil:
 			c[0].Status, c[0].Reason = StatusSelected, "the task narrows what the pack entry admits"
@@ -729,13 +729,13 @@ func (r *resolution) explainRest(py, pb, pf, pl *bool) {
 		defTools = []string{} // the last resort: no tools
 	}
 	r.ex.add("tools", out.Tools, out.Sources.Tools, explicitList(
-		offer{SourceTask, list(t.Tools), "overrides.tools", ""},
+		offer{SourceTask, orNil(t.Tools), "overrides.tools", ""},
 		offer{SourceRuntimeDefault, defTools, "defaults.tools", ""})...)
 	perm := rank(
-		offer{SourceTask, nilIfNil(t.Permissions), "overrides.permissions", ""},
-		offer{SourceRuntimeDefault, nilIfNil(d.Permissions), "defaults.permissions", ""},
+		offer{SourceTask, orNil(t.Permissions), "overrides.permissions", ""},
+		offer{SourceRuntimeDefault, orNil(d.Permissions), "defaults.permissions", ""},
 	)
-	r.ex.add("permissions", nilIfNil(out.Permissions), out.Sources.Permissions, withNone(perm, out.Sources.Permissions)...)
+	r.ex.add("permissions", orNil(out.Permissions), out.Sources.Permissions, withNone(perm, out.Sources.Permissions)...)
 	for _, f := range []struct {
 		name        string
 		task, prof  *bool
@@ -761,16 +761,13 @@ func (r *resolution) explainRest(py, pb, pf, pl *bool) {
 		offer{SourceExternalProfile, val(pl), "lion_system", ""},
 		offer{SourceRuntimeDefault, d.LionSystem, "defaults.lion_system", ""},
 	)...)
-	var pa, ra any
-	if r.profile != nil && r.profile.ArtifactDefaults != nil {
-		pa = r.profile.ArtifactDefaults
+	var pa any
+	if r.profile != nil {
+		pa = orNil(r.profile.ArtifactDefaults)
 	}
-	if r.role.ArtifactDefaults != nil {
-		ra = r.role.ArtifactDefaults
-	}
-	r.ex.add("artifact_defaults", nilIfNilMap(out.ArtifactDefaults), out.Sources.ArtifactDefaults, withNone(rank(
+	r.ex.add("artifact_defaults", orNil(out.ArtifactDefaults), out.Sources.ArtifactDefaults, withNone(rank(
 		offer{SourceExternalProfile, pa, "artifact_defaults", ""},
-		offer{SourceRole, ra, "artifact_defaults", ""},
+		offer{SourceRole, orNil(r.role.ArtifactDefaults), "artifact_defaults", ""},
 	), out.Sources.ArtifactDefaults)...)
 	var pt any
 	if r.profile != nil {
@@ -809,20 +806,6 @@ func withNone(c []Candidate, src string) []Candidate {
 		none.Status, none.Reason = StatusSelected, "no layer sets a value"
 	}
 	return append(c, none)
-}
-
-func nilIfNil(p *PermissionPolicy) any {
-	if p == nil {
-		return nil
-	}
-	return p
-}
-
-func nilIfNilMap(m map[string]any) any {
-	if m == nil {
-		return nil
-	}
-	return m
 }
 
 // flag implements "explicit task value → external profile when true →
