@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -98,7 +99,7 @@ func (s *Service) serve(req micro.Request, h func(micro.Request, *discover.Snaps
 	}
 	var err error
 	if r.status != 0 {
-		err = req.Error(status(r.status), r.code, r.body, micro.WithHeaders(r.headers))
+		err = req.Error(strconv.Itoa(r.status), r.code, r.body, micro.WithHeaders(r.headers))
 	} else {
 		err = req.Respond(r.body, micro.WithHeaders(r.headers))
 	}
@@ -265,10 +266,7 @@ func (s *Service) roster(req micro.Request, snap *discover.Snapshot) *reply {
 	if err != nil {
 		return failureReply(pipeline.FailureFrom(nil, resolve.StageDiscover, err), nil, jsonHeaders())
 	}
-	pack := r.Pack
-	if pack == "" {
-		pack = cmp.Or(snap.Config.DefaultPack, discover.DefaultPack)
-	}
+	pack := cmp.Or(r.Pack, snap.Config.DefaultPack, discover.DefaultPack)
 	return jsonReply(RosterReply{Pack: pack, Config: explain.ConfigOf(snap), Roster: entries}, nil)
 }
 

@@ -1,9 +1,6 @@
 package service
 
-import (
-	"fmt"
-	"strconv"
-)
+import "fmt"
 
 // Code is a service error code: what went wrong with a request itself,
 // as opposed to the task it carries (those take the worker's failure
@@ -82,5 +79,3 @@ func requestInvalid(member, reason, format string, args ...any) *Error {
 func internal(format string, args ...any) *Error {
 	return &Error{Code: CodeInternal, Status: StatusInternal, Details: map[string]any{}, Message: fmt.Sprintf(format, args...)}
 }
-
-func status(n int) string { return strconv.Itoa(n) }

@@ -168,13 +168,13 @@ func Start(nc *nats.Conn, src SnapshotSource, opt Options) (*Service, error) {
 	}
 	s := &Service{nc: nc, src: src, opt: opt, log: opt.Logger, pool: newPool(opt.Concurrency),
 		stopWatch: make(chan struct{}), watchDone: make(chan struct{})}
-	snap := src.Snapshot()
-	svc, err := s.register(keyOf(snap))
+	k := keyOf(src.Snapshot())
+	svc, err := s.register(k)
 	if err != nil {
 		s.pool.stop()
 		return nil, err
 	}
-	s.cur, s.key = svc, keyOf(snap)
+	s.cur, s.key = svc, k
 	go s.watch()
 	return s, nil
 }
@@ -221,19 +221,15 @@ func (s *Service) register(k configKey) (micro.Service, error) {
 	g := svc.AddGroup(cmp.Or(s.opt.Pipeline.Prefix, events.DefaultPrefix) + ".svc")
 	for _, ep := range []struct {
 		name, request, response string
-		h                       func(micro.Request, *discover.Snapshot) *reply
+		h                       micro.Handler
 	}{
-		{EndpointResolve, "task data or a task CloudEvent", "the outcome data the worker would publish", s.resolve},
-		{EndpointRoster, `{"pack": NAME}`, "the pack's roster", s.roster},
-		{EndpointExplain, "task data, a task CloudEvent, or {\"outcome_id\"} / {\"source\", \"id\"} of a recorded outcome", "the explain document (rolecall.explain.v1)", s.explain},
-		{EndpointValidate, "{}", "the problems of the configuration served", s.validate},
-		{EndpointConfig, "{}", "the configuration served", s.config},
+		{EndpointResolve, "task data or a task CloudEvent", "the outcome data the worker would publish", s.handler(s.resolve)},
+		{EndpointRoster, `{"pack": NAME}`, "the pack's roster", s.handler(s.roster)},
+		{EndpointExplain, "task data, a task CloudEvent, or {\"outcome_id\"} / {\"source\", \"id\"} of a recorded outcome", "the explain document (rolecall.explain.v1)", s.explainHandler()},
+		{EndpointValidate, "{}", "the problems of the configuration served", s.handler(s.validate)},
+		{EndpointConfig, "{}", "the configuration served", s.handler(s.config)},
 	} {
-		h := s.handler(ep.h)
-		if ep.name == EndpointExplain {
-			h = s.explainHandler()
-		}
-		err := g.AddEndpoint(ep.name, h,
+		err := g.AddEndpoint(ep.name, ep.h,
 			micro.WithEndpointMetadata(map[string]string{"request": ep.request, "response": ep.response}),
 			micro.WithEndpointPendingLimits(s.opt.PendingMsgs, 64<<20))
 		if err != nil {
@@ -264,14 +260,15 @@ func (s *Service) watch() {
 		case <-s.stopWatch:
 			return
 		case <-t.C:
-			s.refresh()
+			s.Refresh()
 		}
 	}
 }
 
-// refresh re-registers if the configuration changed; it reports whether
-// it did.
-func (s *Service) refresh() bool {
+// Refresh compares the served configuration with the registered metadata
+// now, re-registering if they differ (as the periodic watch does); it
+// reports whether it re-registered.
+func (s *Service) Refresh() bool {
 	k := keyOf(s.src.Snapshot())
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -295,11 +292,6 @@ func (s *Service) refresh() bool {
 	s.log.Info("service: re-registered for the new configuration", "id", svc.Info().ID, "config_digest", k.digest, "config_revision", k.revision)
 	return true
 }
-
-// Refresh compares the served configuration with the registered metadata
-// now, re-registering if they differ (as the periodic watch does); it
-// reports whether it re-registered.
-func (s *Service) Refresh() bool { return s.refresh() }
 
 // Stop drains the endpoints (requests already received are answered) and
 // stops the pool. It does not close the connection.
