@@ -2,13 +2,14 @@ package audit
 
 import (
 	"bytes"
-	"fmt"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/nats-io/nats.go"
+
+	"github.com/rolecall/rolecall/internal/coded"
 )
 
 // Event types.
@@ -21,9 +22,12 @@ const (
 // is not found.
 const CodeUnknownDecision = "drift_unknown_decision"
 
+// Code is a stable code of an audit failure.
+type Code string
+
 // CodeAllocationInvalid is the code of an allocation event that does not
 // decode.
-const CodeAllocationInvalid = "allocation_invalid"
+const CodeAllocationInvalid Code = "allocation_invalid"
 
 // Bounds of an allocation's values.
 const (
@@ -47,22 +51,13 @@ type AllocatedEvent struct {
 	Data       Allocation
 }
 
-// Error is a typed audit failure.
-type Error struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
-
-// Is matches another *Error by Code.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
-}
+// Error is a typed audit failure (coded.Error with this package's codes).
+// Match it with errors.As, or compare codes with errors.Is against another
+// *Error carrying only a Code.
+type Error = coded.Error[Code]
 
 func invalid(format string, args ...any) *Error {
-	return &Error{Code: CodeAllocationInvalid, Message: fmt.Sprintf(format, args...)}
+	return coded.New(CodeAllocationInvalid, nil, format, args...)
 }
 
 // DecodeAllocated reads an allocated event in structured mode (a
