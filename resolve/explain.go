@@ -62,14 +62,10 @@ func (c *chain) add(field string, value any, source string, cands ...Candidate) 
 // cloneAny copies a value an explain chain holds, so a chain shares no
 // memory with the inputs or the rest of the result.
 func cloneAny(v any) any {
-	switch v := v.(type) {
-	case *PermissionPolicy:
-		return v.Clone()
-	case map[string]any:
-		return CloneMap(v)
-	default:
-		return cloneValue(v)
+	if p, ok := v.(*PermissionPolicy); ok {
+		return p.Clone()
 	}
+	return cloneValue(v)
 }
 
 // offer is one layer of a precedence chain: its source, its value (nil:
