@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/go-json-experiment/json"
@@ -104,11 +105,7 @@ func hasSpecVersion(body []byte) bool { return hasMember(body, "specversion") }
 // hasMember reports whether body is a JSON object with a top-level member
 // named one of names.
 func hasMember(body []byte, names ...string) bool {
-	found := false
-	for _, n := range names {
-		found = found || bytes.Contains(body, []byte(`"`+n+`"`))
-	}
-	if !found {
+	if !slices.ContainsFunc(names, func(n string) bool { return bytes.Contains(body, []byte(`"`+n+`"`)) }) {
 		return false // the common case, without a parse
 	}
 	d := jsontext.NewDecoder(bytes.NewReader(body))
@@ -120,10 +117,8 @@ func hasMember(body []byte, names ...string) bool {
 		if err != nil {
 			return false
 		}
-		for _, n := range names {
-			if name.String() == n {
-				return true
-			}
+		if slices.Contains(names, name.String()) {
+			return true
 		}
 		if err := d.SkipValue(); err != nil {
 			return false
@@ -202,10 +197,11 @@ var strict = json.JoinOptions(json.RejectUnknownMembers(true))
 // decodeStrict unmarshals body into v, refusing unknown and duplicate
 // members; every error is a request_invalid *Error.
 func decodeStrict(body []byte, v any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
 		return nil
 	}
-	if k := jsontext.Value(bytes.TrimSpace(body)).Kind(); k != '{' {
+	if jsontext.Value(trimmed).Kind() != '{' {
 		if err := json.Unmarshal(body, new(jsontext.Value)); err != nil {
 			return requestInvalid("", ReasonSyntax, "the request is not JSON: %v", errMessage(err))
 		}

@@ -158,6 +158,13 @@ func failureReply(f *events.FailureData, body []byte, h micro.Headers) *reply {
 	return &reply{body: body, headers: h, status: StatusBadRequest, code: string(f.Code)}
 }
 
+// decodeTask decodes a resolve or explain request as the worker would,
+// and makes the headers of its reply.
+func (s *Service) decodeTask(req micro.Request, snap *discover.Snapshot) (TaskRequest, micro.Headers) {
+	tr := DecodeTaskRequest(nats.Header(req.Headers()), req.Data(), events.DecodeOptions{MaxDataBytes: s.opt.Pipeline.MaxDataBytes})
+	return tr, headersOf(snap, tr.OutcomeID)
+}
+
 func headersOf(snap *discover.Snapshot, outcomeID string) micro.Headers {
 	return micro.Headers{
 		"Content-Type":     {"application/json"},
@@ -170,8 +177,7 @@ func headersOf(snap *discover.Snapshot, outcomeID string) micro.Headers {
 // task: the worker's decode, pipeline.Handle and events encoder, with the
 // data member cut out of the encoded event, so nothing can differ.
 func (s *Service) resolve(req micro.Request, snap *discover.Snapshot) *reply {
-	tr := DecodeTaskRequest(natsHeader(req), req.Data(), events.DecodeOptions{MaxDataBytes: s.opt.Pipeline.MaxDataBytes})
-	h := headersOf(snap, tr.OutcomeID)
+	tr, h := s.decodeTask(req, snap)
 	out := Preview(snap, tr)
 	subject, data, err := EncodeOutcome(s.opt.Pipeline, s.opt.Version, tr, &out, s.opt.MaxPayload)
 	if err != nil {
@@ -236,8 +242,7 @@ func dataMember(body []byte) ([]byte, error) {
 // (explain.Task runs pipeline.HandleExplained); a failing task is
 // answered with its failure.
 func (s *Service) explain(req micro.Request, snap *discover.Snapshot) *reply {
-	tr := DecodeTaskRequest(natsHeader(req), req.Data(), events.DecodeOptions{MaxDataBytes: s.opt.Pipeline.MaxDataBytes})
-	h := headersOf(snap, tr.OutcomeID)
+	tr, h := s.decodeTask(req, snap)
 	if tr.Err != nil {
 		out := Preview(snap, tr)
 		return failureReply(out.Failure, nil, h)
@@ -340,8 +345,6 @@ func requestError(err error) *reply {
 	}
 	return errorReply(e, nil)
 }
-
-func natsHeader(req micro.Request) nats.Header { return nats.Header(req.Headers()) }
 
 // lookupRecorded finds the recorded outcome a request names, in the
 // outcome store and the specs stream; on failure it returns the reply.
