@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"cmp"
 	"strings"
 	"time"
 
@@ -117,10 +118,7 @@ func readDrift(e *Entry, m *jetstream.RawStreamMsg) error {
 	if err := json.Unmarshal(env.Data, &d); err != nil {
 		return err
 	}
-	e.ID, e.Drift, e.Code = env.ID, &d, d.Code
-	if e.Code == nil {
-		e.Code = str("drift")
-	}
+	e.ID, e.Drift, e.Code = env.ID, &d, cmp.Or(d.Code, str("drift"))
 	if t, err := time.Parse(time.RFC3339Nano, env.Time); err == nil {
 		e.at = t
 	}
