@@ -436,16 +436,13 @@ func (r *resolution) modes() ([]Mode, error) {
 		r.out.Sources.Modes = SourceNone
 	}
 	if r.ex.on {
-		var excluded string
-		if r.in.Task.Modes != nil && len(r.in.Task.Modes) == 0 {
-			excluded = "the task's explicit empty list excludes the pack's defaults"
-		}
 		var packOffer any
+		var excluded string
 		if len(defaults) > 0 {
 			packOffer = defaults
-		}
-		if packOffer == nil {
-			excluded = ""
+			if r.in.Task.Modes != nil && len(r.in.Task.Modes) == 0 {
+				excluded = "the task's explicit empty list excludes the pack's defaults"
+			}
 		}
 		c := rank(offer{SourceTask, orNil(r.in.Task.Modes), "modes", ""}, offer{packSrc, packOffer, packKey, excluded})
 		none := Candidate{Source: SourceNone, Status: StatusAbsent, Reason: "used only when neither gives Modes"}
