@@ -32,13 +32,9 @@ type reply struct {
 	code   string
 }
 
-// handler hands each request to the pool and waits for the pool to have
-// answered it, so that the micro package, which reads the answer's error
-// when the handler returns, counts it.
+// handler serves each request with h.
 func (s *Service) handler(h func(micro.Request, *discover.Snapshot) *reply) micro.Handler {
-	return micro.HandlerFunc(func(req micro.Request) {
-		s.pool.do(func() { s.serve(req, h) })
-	})
+	return micro.HandlerFunc(func(req micro.Request) { s.serve(req, h) })
 }
 
 // explainHandler is handler for explain, except that a recorded outcome
@@ -48,64 +44,60 @@ func (s *Service) handler(h func(micro.Request, *discover.Snapshot) *reply) micr
 func (s *Service) explainHandler() micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
 		if !IsRecordedRequest(req.Data()) {
-			s.pool.do(func() { s.serve(req, s.explain) })
+			s.serve(req, s.explain)
 			return
 		}
-		var (
-			so     *explain.StoredOutcome
-			failed *reply
-		)
-		func() {
-			defer func() {
-				if p := recover(); p != nil {
-					s.log.Error("service: panic while looking an outcome up", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-					failed = errorReply(internal("the request could not be answered (a bug; the worker's log has the stack)"), nil)
-				}
-			}()
-			so, failed = s.lookupRecorded(req)
-		}()
-		s.pool.do(func() {
-			s.serve(req, func(_ micro.Request, snap *discover.Snapshot) *reply {
-				if failed != nil {
-					return failed
-				}
-				doc, err := explain.Stored(snap, so)
-				if err != nil {
-					return explainError(err, headersOf(snap, so.ID))
-				}
-				return jsonReply(doc, headersOf(snap, so.ID))
-			})
+		var so *explain.StoredOutcome
+		failed := s.recovered("looking an outcome up", nil, func() (r *reply) {
+			so, r = s.lookupRecorded(req)
+			return r
+		})
+		s.serve(req, func(_ micro.Request, snap *discover.Snapshot) *reply {
+			if failed != nil {
+				return failed
+			}
+			doc, err := explain.Stored(snap, so)
+			if err != nil {
+				return explainError(err, headersOf(snap, so.ID))
+			}
+			return jsonReply(doc, headersOf(snap, so.ID))
 		})
 	})
 }
 
+// serve hands req to the pool and waits for the pool to have answered it
+// with h, so that the micro package, which reads the answer's error when
+// the handler returns, counts it.
 func (s *Service) serve(req micro.Request, h func(micro.Request, *discover.Snapshot) *reply) {
-	var r *reply
-	func() {
-		defer func() {
-			if p := recover(); p != nil {
-				// A bug must not take the worker down with it; the
-				// requester gets a 500 and the log the stack.
-				s.log.Error("service: panic while answering a request", "subject", req.Subject(), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-				r = errorReply(internal("the request could not be answered (a bug; the worker's log has the stack)"), nil)
-			}
-		}()
-		r = h(req, s.src.Snapshot())
+	s.pool.do(func() {
+		r := s.recovered("answering a request", []any{"subject", req.Subject()}, func() *reply { return h(req, s.src.Snapshot()) })
+		if r.status == 0 && len(r.body) > s.maxBody(r.headers) {
+			r = errorReply(&Error{Code: CodeResponseTooLarge, Status: StatusBadRequest,
+				Details: map[string]any{"bytes": len(r.body), "max_payload": s.nc.MaxPayload()},
+				Message: fmt.Sprintf("the answer is %d bytes, over the connection's max payload of %d", len(r.body), s.nc.MaxPayload())}, r.headers)
+		}
+		var err error
+		if r.status != 0 {
+			err = req.Error(strconv.Itoa(r.status), r.code, r.body, micro.WithHeaders(r.headers))
+		} else {
+			err = req.Respond(r.body, micro.WithHeaders(r.headers))
+		}
+		if err != nil {
+			s.log.Warn("service: reply failed", "subject", req.Subject(), "error", err)
+		}
+	})
+}
+
+// recovered is f's reply. A bug must not take the worker down with it: if
+// f panics, the requester gets a 500 and the log the stack.
+func (s *Service) recovered(what string, attrs []any, f func() *reply) (r *reply) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("service: panic while "+what, append(attrs, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))...)
+			r = errorReply(internal("the request could not be answered (a bug; the worker's log has the stack)"), nil)
+		}
 	}()
-	if r.status == 0 && len(r.body) > s.maxBody(r.headers) {
-		r = errorReply(&Error{Code: CodeResponseTooLarge, Status: StatusBadRequest,
-			Details: map[string]any{"bytes": len(r.body), "max_payload": s.nc.MaxPayload()},
-			Message: fmt.Sprintf("the answer is %d bytes, over the connection's max payload of %d", len(r.body), s.nc.MaxPayload())}, r.headers)
-	}
-	var err error
-	if r.status != 0 {
-		err = req.Error(strconv.Itoa(r.status), r.code, r.body, micro.WithHeaders(r.headers))
-	} else {
-		err = req.Respond(r.body, micro.WithHeaders(r.headers))
-	}
-	if err != nil {
-		s.log.Warn("service: reply failed", "subject", req.Subject(), "error", err)
-	}
+	return f()
 }
 
 // maxBody is the largest body that fits one message with headers h
