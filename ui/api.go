@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -53,11 +54,9 @@ func (f filter) match(e Entry) bool {
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := filter{role: q.Get("role"), code: q.Get("code"), model: q.Get("model"), kind: q.Get("kind")}
-	for _, v := range []string{f.role, f.code, f.model, f.kind} {
-		if len(v) > maxFilter {
-			writeError(w, http.StatusBadRequest, "bad_request", "a filter value is longer than 128 bytes")
-			return
-		}
+	if slices.ContainsFunc([]string{f.role, f.code, f.model, f.kind}, func(v string) bool { return len(v) > maxFilter }) {
+		writeError(w, http.StatusBadRequest, "bad_request", "a filter value is longer than 128 bytes")
+		return
 	}
 	limit := DefaultLimit
 	if s := q.Get("limit"); s != "" {
@@ -222,7 +221,7 @@ func (a *api) drift(ctx context.Context, id string, seq uint64) ([]Entry, error)
 	}
 	subject := a.opt.Config.Prefix + ".specs.drift.>"
 	out := []Entry{}
-	for n := 0; n < maxDrift; n++ {
+	for range maxDrift {
 		m, err := stream.GetMsg(ctx, seq+1, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			break
