@@ -320,28 +320,22 @@ func (r *resolution) variants() {
 			continue
 		}
 		r.out.Pack.Variants = append(r.out.Pack.Variants, i)
-		s := v.Set
-		if s.Effort != nil {
-			r.entry.Effort, r.setBy.effort = s.Effort, i
-		}
-		if s.DefaultModes != nil {
-			r.entry.DefaultModes, r.setBy.defaultModes = s.DefaultModes, i
-		}
-		if s.ModesAllow != nil {
-			r.entry.ModesAllow, r.setBy.modesAllow = s.ModesAllow, i
-		}
-		if s.Authority != nil {
-			r.entry.Authority, r.setBy.authority = s.Authority, i
-		}
-		if s.Boundaries != nil {
-			r.entry.Boundaries, r.setBy.boundaries = s.Boundaries, i
-		}
-		if s.Escalations != nil {
-			r.entry.Escalations, r.setBy.escalations = s.Escalations, i
-		}
-		if s.Skills != nil {
-			r.entry.Skills, r.setBy.skills = s.Skills, i
-		}
+		s, e, by := v.Set, &r.entry, &r.setBy
+		set(&e.Effort, &by.effort, s.Effort, i)
+		set(&e.DefaultModes, &by.defaultModes, s.DefaultModes, i)
+		set(&e.ModesAllow, &by.modesAllow, s.ModesAllow, i)
+		set(&e.Authority, &by.authority, s.Authority, i)
+		set(&e.Boundaries, &by.boundaries, s.Boundaries, i)
+		set(&e.Escalations, &by.escalations, s.Escalations, i)
+		set(&e.Skills, &by.skills, s.Skills, i)
+	}
+}
+
+// set applies variant i's value v of an entry field (nil: not set) to
+// field, recording i in by.
+func set[T *string | []string](field *T, by *int, v T, i int) {
+	if v != nil {
+		*field, *by = v, i
 	}
 }
 
