@@ -193,15 +193,13 @@ func Preview(snap *discover.Snapshot, tr TaskRequest) pipeline.Outcome {
 	return pipeline.Handle(snap, tr.Incoming.Task, tr.Incoming.Ref, nil)
 }
 
-// EncodeOutcome encodes out as the worker's runner does (the same
-// events encoder, outcome id, fleet source, data schema base and, in the
-// decision record, the worker's version) and
-// returns the subject it would be
+// EncodeOutcome encodes out as the worker's runner does (the same events
+// encoder, outcome id, fleet source, data schema base and, in the decision
+// record, the worker's version) and returns the subject it would be
 // published on and its data member. Like the runner, resolved data that
 // cannot be encoded becomes a materialize_failed failure, and so does a
-// resolved outcome over maxPayload (the worker's connection's max
-// payload; 0: no limit) with the runner's details (reason
-// outcome_too_large).
+// resolved outcome over maxPayload (the worker's connection's max payload;
+// 0: no limit) with the runner's details (reason outcome_too_large).
 func EncodeOutcome(cfg pipeline.Config, version string, tr TaskRequest, out *pipeline.Outcome, maxPayload int64) (subject string, data []byte, err error) {
 	// The time is not part of the data; it only makes the size the
 	// too-large check sees the size of the worker's event (which may also
@@ -236,8 +234,7 @@ func dataMember(body []byte) ([]byte, error) {
 func (s *Service) explain(req micro.Request, snap *discover.Snapshot) *reply {
 	tr, h := s.decodeTask(req, snap)
 	if tr.Err != nil {
-		out := Preview(snap, tr)
-		return failureReply(out.Failure, nil, h)
+		return failureReply(Preview(snap, tr).Failure, nil, h)
 	}
 	doc, _ := explain.Task(snap, tr.Incoming.Task, tr.Incoming.Ref)
 	if doc.Failure != nil {

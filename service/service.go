@@ -116,9 +116,7 @@ func (o Options) withDefaults() Options {
 	if o.LookupTimeout <= 0 {
 		o.LookupTimeout = 5 * time.Second
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 	return o
 }
 
@@ -189,9 +187,6 @@ func Subject(prefix, endpoint string) string {
 func (s *Service) ID() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cur == nil {
-		return ""
-	}
 	return s.cur.Info().ID
 }
 
