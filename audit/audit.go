@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -72,7 +73,7 @@ func (c Config) withDefaults() Config {
 // AllocationsSubject is <prefix>.allocations.<role token, ':' → '_'>,
 // where allocators publish.
 func AllocationsSubject(prefix, role string) string {
-	return prefix + ".allocations." + role
+	return prefix + ".allocations." + strings.ReplaceAll(role, ":", "_")
 }
 
 // DriftSubject is <prefix>.specs.drift.<field>, or .unknown_decision.

@@ -104,9 +104,13 @@ func DecodeAllocated(h nats.Header, body []byte) (AllocatedEvent, error) {
 	if !text(ev.Data.DecisionID, maxIDLen) {
 		return ev, invalid("data.decision_id must be a non-empty printable string of at most %d bytes", maxIDLen)
 	}
-	for name, v := range map[string]*string{"provider": ev.Data.Provider, "model": ev.Data.Model, "effort": ev.Data.Effort} {
-		if v != nil && (len(*v) > maxValueLen || !utf8.ValidString(*v)) {
-			return ev, invalid("data.%s must be valid UTF-8 of at most %d bytes", name, maxValueLen)
+	// In the data's order, so that of several bad fields the same one is named each time.
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"provider", ev.Data.Provider}, {"model", ev.Data.Model}, {"effort", ev.Data.Effort}} {
+		if f.v != nil && (len(*f.v) > maxValueLen || !utf8.ValidString(*f.v)) {
+			return ev, invalid("data.%s must be valid UTF-8 of at most %d bytes", f.name, maxValueLen)
 		}
 	}
 	return ev, nil
