@@ -90,7 +90,7 @@ func Follow(ctx context.Context, js jetstream.JetStream, so StoreOptions, o Watc
 				src.run(ctx, w)
 				return
 			}
-			if last := src.Status().LastError; last == nil || last.Error() != err.Error() {
+			if last := src.Err(); last == nil || last.Error() != err.Error() {
 				src.log.Warn("config buckets not bound yet; retrying (not ready until a bundle serves)", "bucket", Bucket, "error", err.Error())
 			}
 			src.status.Store(&Status{LastError: err})
@@ -168,14 +168,10 @@ func (s *Source) apply(ctx context.Context, e jetstream.KeyValueEntry) {
 		s.log.Warn("config bundle refused; keeping the last good snapshot (degraded)", attrs...)
 		return
 	}
-	prev := s.cur.Swap(snap)
+	s.cur.Store(snap)
 	s.status.Store(&Status{Revision: rev, Digest: rec.Digest, ConfigDigest: snap.Digest, Loaded: time.Now()})
 	s.once.Do(func() { close(s.ready) })
-	prevRev := uint64(0)
-	if prev != nil {
-		prevRev = prev.Revision
-	}
-	s.log.Info("config bundle in service", "revision", rev, "digest", rec.Digest, "config_digest", snap.Digest, "previous_revision", prevRev, "actor", rec.Actor)
+	s.log.Info("config bundle in service", "revision", rev, "digest", rec.Digest, "config_digest", snap.Digest, "previous_revision", st.Revision, "actor", rec.Actor)
 	if s.onSwap != nil {
 		s.onSwap(snap)
 	}
