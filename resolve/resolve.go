@@ -107,17 +107,10 @@ func (r *resolution) classify(ref RoleRef) error {
 		if p == nil {
 			return nil
 		}
-		if !p.IsEnabled() {
-			return fail(CodeExternalProfileInactive, p.Name, nil, "external profile %q is disabled", p.Name)
+		if err := r.usable(p); err != nil {
+			return err
 		}
-		switch p.Disposition {
-		case DispositionOverlay:
-		case DispositionLegacy:
-			if r.in.Policy.RejectLegacyProfiles {
-				return fail(CodeProfileDispositionRequired, p.Name, nil, "external profile %q has no disposition and legacy profiles are rejected", p.Name)
-			}
-			fallthrough
-		default:
+		if p.Disposition != DispositionOverlay {
 			return fail(CodeReplacementRequiresExternalRef, p.Name, map[string]any{"role": name},
 				"profile %q is a replacement; select it with %q, not the built-in role %q", p.Name, ExternalPrefix+p.Name, name)
 		}
@@ -143,16 +136,11 @@ func (r *resolution) classify(ref RoleRef) error {
 			return fail(CodeExternalProfileNameMismatch, ref.Name, map[string]any{"expected": ref.Name, "supplied": p.Name},
 				"role %q was requested but profile %q was supplied", ref.Token(), p.Name)
 		}
-		if !p.IsEnabled() {
-			return fail(CodeExternalProfileInactive, p.Name, nil, "external profile %q is disabled", p.Name)
+		if err := r.usable(p); err != nil {
+			return err
 		}
-		switch p.Disposition {
-		case DispositionOverlay:
+		if p.Disposition == DispositionOverlay {
 			return fail(CodeExternalRefRequiresReplacement, p.Name, nil, "profile %q is an overlay; %q selects only replacements", p.Name, ref.Token())
-		case DispositionLegacy:
-			if r.in.Policy.RejectLegacyProfiles {
-				return fail(CodeProfileDispositionRequired, p.Name, nil, "external profile %q has no disposition and legacy profiles are rejected", p.Name)
-			}
 		}
 		if p.BaseRole != nil {
 			return fail(CodeReplacementHasBaseRole, p.Name, map[string]any{"base_role": *p.BaseRole}, "replacement profile %q must not declare base_role", p.Name)
@@ -170,6 +158,18 @@ func (r *resolution) classify(ref RoleRef) error {
 	default:
 		return fail(CodeTaskInvalid, "role", nil, "unsupported role reference %T", ref)
 	}
+}
+
+// usable checks what every selection of profile p needs: it is enabled,
+// and it declares a disposition unless the policy admits legacy profiles.
+func (r *resolution) usable(p *ExternalProfile) error {
+	if !p.IsEnabled() {
+		return fail(CodeExternalProfileInactive, p.Name, nil, "external profile %q is disabled", p.Name)
+	}
+	if p.Disposition == DispositionLegacy && r.in.Policy.RejectLegacyProfiles {
+		return fail(CodeProfileDispositionRequired, p.Name, nil, "external profile %q has no disposition and legacy profiles are rejected", p.Name)
+	}
+	return nil
 }
 
 func (r *resolution) packEntry() error {
