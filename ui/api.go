@@ -32,9 +32,9 @@ type List struct {
 	// "" when the stream holds nothing older, or a since= bound was
 	// reached.
 	Next string `json:"next"`
-	// Scanned is how many messages this page read, at most
-	// Options.MaxScan: a page may hold fewer than limit decisions and
-	// still have a next one.
+	// Scanned is how many sequences this page read (a deleted message
+	// counts), at most Options.MaxScan: a page may hold fewer than limit
+	// decisions and still have a next one.
 	Scanned int `json:"scanned"`
 }
 
@@ -98,6 +98,9 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	}
 	out := List{Decisions: []Entry{}}
 	for ; seq >= st.FirstSeq && seq > 0 && len(out.Decisions) < limit && out.Scanned < a.opt.MaxScan; seq-- {
+		// A deleted sequence counts too: each is a request to the server,
+		// and a long run of them must not make one page unbounded.
+		out.Scanned++
 		m, err := stream.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue // deleted, or aged out meanwhile
@@ -106,7 +109,6 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 			a.fail(w, err)
 			return
 		}
-		out.Scanned++
 		e, _ := entryOf(a.opt.Config.Prefix, m)
 		if !f.since.IsZero() && e.at.Before(f.since) {
 			seq = 0 // the rest is older still

@@ -226,6 +226,30 @@ func TestList(t *testing.T) {
 		}
 	})
 
+	t.Run("deleted messages count toward the bound", func(t *testing.T) {
+		g := newFixture(t)
+		stream, err := g.js.Stream(context.Background(), g.cfg.SpecsStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The two newest outcomes before the drift event (T-5, T-4) go.
+		for _, seq := range g.seqs[3:] {
+			if err := stream.DeleteMsg(context.Background(), seq); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s := g.server(t, ui.Options{MaxScan: 4})
+		_, _, body := get(t, s, "/api/decisions?role=tester", nil)
+		var l ui.List
+		if err := json.Unmarshal(body, &l); err != nil {
+			t.Fatal(err)
+		}
+		// junk, drift, (T-5), (T-4): four sequences read, T-3 not reached.
+		if len(l.Decisions) != 0 || l.Scanned != 4 || l.Next != "3" {
+			t.Errorf("after 4 sequences: %d decisions, scanned %d, next %q; want 0, 4, 3", len(l.Decisions), l.Scanned, l.Next)
+		}
+	})
+
 	for _, q := range []string{"limit=0", "limit=1001", "limit=x", "cursor=0", "cursor=-1", "since=yesterday", "role=" + strings.Repeat("a", 129)} {
 		t.Run("bad "+q[:min(len(q), 12)], func(t *testing.T) {
 			code, _, body := get(t, s, "/api/decisions?"+q, nil)
