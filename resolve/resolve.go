@@ -3,7 +3,6 @@ package resolve
 import (
 	"fmt"
 	"maps"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -348,7 +347,7 @@ func (v Variant) matches(sel map[string]string) bool {
 			return false
 		}
 		if c.Glob {
-			if m, err := path.Match(c.Value, got); err != nil || !m {
+			if !globMatch(c.Value, got) {
 				return false
 			}
 		} else if got != c.Value {
@@ -579,18 +578,16 @@ func (r *resolution) skills() error {
 func matchAll(patterns, names []string, whose string, outside []string) ([][]string, error) {
 	out := make([][]string, len(patterns))
 	for i, p := range patterns {
+		matches := func(n string) bool { return globMatch(p, n) }
 		for _, n := range names {
-			if m, err := path.Match(p, n); err == nil && m {
+			if matches(n) {
 				out[i] = append(out[i], n)
 			}
 		}
 		if len(out[i]) == 0 {
 			msg := fmt.Sprintf("%s skill pattern %q matches no skill", whose, p)
-			for _, n := range outside {
-				if m, err := path.Match(p, n); err == nil && m {
-					msg = fmt.Sprintf("%s skill pattern %q matches only skills the pack entry does not admit", whose, p)
-					break
-				}
+			if slices.ContainsFunc(outside, matches) {
+				msg = fmt.Sprintf("%s skill pattern %q matches only skills the pack entry does not admit", whose, p)
 			}
 			return nil, fail(CodeSkillUnmatched, p, map[string]any{"pattern": p, "list": strings.TrimSuffix(strings.TrimPrefix(whose, "the "), "'s")}, "%s", msg)
 		}

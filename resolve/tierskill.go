@@ -86,12 +86,16 @@ func skillPatternProblem(p string) string {
 func MatchSkills(patterns []string, skills []Skill) []Skill {
 	out := []Skill{}
 	for _, s := range skills {
-		for _, p := range patterns {
-			if ok, err := path.Match(p, s.Name); err == nil && ok {
-				out = append(out, s)
-				break
-			}
+		if slices.ContainsFunc(patterns, func(p string) bool { return globMatch(p, s.Name) }) {
+			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// globMatch reports whether the path.Match pattern p matches name; an
+// invalid pattern matches nothing.
+func globMatch(p, name string) bool {
+	m, err := path.Match(p, name)
+	return err == nil && m
 }
