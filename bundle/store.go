@@ -246,25 +246,27 @@ func (s *Store) Push(ctx context.Context, a *Archive, o PushOptions) (PushResult
 			return PushResult{}, err
 		}
 	}
+	// With no bundle at current yet, cur is the zero Record: revision 0,
+	// no parent.
 	cur, err := s.Current(ctx)
 	have := err == nil
 	if err != nil && !errors.Is(err, &Error{Code: CodeNotFound}) {
 		return PushResult{}, err
 	}
-	if err := expect(o.ExpectRevision, cur.Revision, have); err != nil {
+	if err := expect(o.ExpectRevision, cur.Revision); err != nil {
 		return PushResult{}, err
 	}
 	if have && cur.Digest == a.Digest {
 		return PushResult{Record: cur, Unchanged: true}, nil
 	}
-	rec := Record{Digest: a.Digest, Actor: o.Actor, User: o.User, Message: o.Message, Files: len(a.FS.files), Size: len(a.Data)}
+	rec := Record{
+		Digest: a.Digest, Parent: cur.Digest, ParentRevision: cur.Revision,
+		Actor: o.Actor, User: o.User, Message: o.Message, Files: len(a.FS.files), Size: len(a.Data),
+	}
 	if snap != nil {
 		rec.ConfigDigest = snap.Digest
 	} else if snap, err := loadArchive(a, 0); err == nil {
 		rec.ConfigDigest = snap.Digest
-	}
-	if have {
-		rec.Parent, rec.ParentRevision = cur.Digest, cur.Revision
 	}
 	if err := s.putArchive(ctx, a); err != nil {
 		return PushResult{}, err
@@ -273,14 +275,10 @@ func (s *Store) Push(ctx context.Context, a *Archive, o PushOptions) (PushResult
 	return PushResult{Record: rec}, err
 }
 
-func expect(want *uint64, at uint64, have bool) error {
-	if want == nil {
-		return nil
-	}
-	if !have {
-		at = 0
-	}
-	if *want != at {
+// expect refuses a push or rollback when current is at revision at and
+// the caller wants another.
+func expect(want *uint64, at uint64) error {
+	if want != nil && *want != at {
 		return &Error{Code: CodeRevisionConflict, Revision: at,
 			Message: fmt.Sprintf("current is at revision %d, not %d: someone pushed since (worker config log)", at, *want)}
 	}
@@ -375,7 +373,7 @@ func (s *Store) Rollback(ctx context.Context, to uint64, o PushOptions) (Record,
 	if err != nil {
 		return Record{}, err
 	}
-	if err := expect(o.ExpectRevision, cur.Revision, true); err != nil {
+	if err := expect(o.ExpectRevision, cur.Revision); err != nil {
 		return Record{}, err
 	}
 	if to == 0 {
