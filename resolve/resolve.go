@@ -261,15 +261,12 @@ func (r *resolution) expandTier() error {
 		return fail(CodeTierUnknown, sym, map[string]any{"tier": name, "known": sortedKeys(m.Tiers)},
 			"tier %q is not in the model catalog (known: %s)", name, quoteList(sortedKeys(m.Tiers)))
 	}
-	if !r.supports(name) {
+	// A replacement has no entry, and an empty list allows every tier.
+	if len(r.entry.Tiers) > 0 && !slices.Contains(r.entry.Tiers, name) {
 		return fail(CodeTierUnsupported, sym, map[string]any{"tier": name, "supported": slices.Clone(r.entry.Tiers)},
 			"role %q in pack %q does not support tier %q (supported: %s)", r.role.Name, r.in.Pack.Name, name, quoteList(r.entry.Tiers))
 	}
-	var supported []string
-	if !r.replace {
-		supported = r.entry.Tiers
-	}
-	model, via, tried, ok := m.Expand(name, supported)
+	model, via, tried, ok := m.Expand(name, r.entry.Tiers)
 	if !ok {
 		return fail(CodeTierUnavailable, sym, map[string]any{"tier": name, "allow_fallback": m.AllowFallback, "tried": tried},
 			"tier %q has no model now and %s", name, map[bool]string{true: "no fallback tier has one", false: "fallback is not allowed"}[m.AllowFallback])
@@ -291,12 +288,6 @@ func (r *resolution) explainModel(how string) {
 			}
 		}
 	}
-}
-
-// supports reports whether the role's entry allows tier (a replacement has
-// no entry, and an empty list allows every tier).
-func (r *resolution) supports(tier string) bool {
-	return r.replace || len(r.entry.Tiers) == 0 || slices.Contains(r.entry.Tiers, tier)
 }
 
 // variants is step 4c: every variant whose conditions hold for the task's
@@ -502,11 +493,7 @@ func (r *resolution) checkModes(names []string) ([]Mode, *ResolutionError) {
 // within them. Every pattern must match (skill_unmatched), then no skill
 // may match two patterns of one list (skill_overlap).
 func (r *resolution) skills() error {
-	var entry []string
-	if !r.replace {
-		entry = r.entry.Skills
-	}
-	task := r.in.Task.Skills
+	entry, task := r.entry.Skills, r.in.Task.Skills
 	avail := make([]string, len(r.in.Skills))
 	for i, s := range r.in.Skills {
 		avail[i] = s.Name
@@ -543,11 +530,7 @@ func (r *resolution) skills() error {
 		}
 	}
 	if r.ex.on {
-		var reason string
-		if r.replace && r.entry.Skills != nil {
-			reason = r.noEntry()
-		}
-		c := []Candidate{{Source: SourceTask, Value: orNil(task), Key: "skills"}, {Source: packSrc, Value: orNil(entry), Key: packKey, Status: StatusExcluded, Reason: reason}}
+		c := []Candidate{{Source: SourceTask, Value: orNil(task), Key: "skills"}, {Source: packSrc, Value: orNil(entry), Key: packKey}}
 		switch {
 		case task != nil:
 			c[0].Status, c[0].Reason = StatusSelected, "the task narrows what the pack entry admits"
@@ -557,9 +540,7 @@ func (r *resolution) skills() error {
 			c[1].Status, c[1].Reason = StatusSelected, "admits these skills"
 		default:
 			c[0].Status, c[0].Reason = StatusAbsent, "not set"
-			if reason == "" {
-				c[1].Status, c[1].Reason = StatusAbsent, "not set: the entry admits no skill"
-			}
+			c[1].Status, c[1].Reason = StatusAbsent, "not set: the entry admits no skill"
 			c = withNone(c, SourceNone)
 		}
 		// The value is the outcome's list of skill names ([] for none).
