@@ -32,7 +32,10 @@ type resolution struct {
 	role    Role
 	entry   PackEntry
 	profile *ExternalProfile // the supplied profile, if it applies
-	replace bool
+	// fromProfile is *profile, or an empty profile when none applies, so
+	// that every field the profile layer offers reads as unset.
+	fromProfile ExternalProfile
+	replace     bool
 	// tier is the tier symbol the model was written as ("" for a literal).
 	tier string
 	// setBy says which variant set each entry field (-1: none).
@@ -123,7 +126,7 @@ func (r *resolution) classify(ref RoleRef) error {
 		if base != name {
 			return fail(CodeOverlayRoleMismatch, p.Name, map[string]any{"base_role": base, "role": name}, "overlay profile %q is for role %q, not %q", p.Name, base, name)
 		}
-		r.profile = p
+		r.profile, r.fromProfile = p, *p
 		return nil
 	case ExternalRef:
 		r.out.Sources.Identity = ref.Token()
@@ -150,7 +153,7 @@ func (r *resolution) classify(ref RoleRef) error {
 				Message: fmt.Sprintf("External profile '%s' has no disposition; treating it as 'replacement' during the compatibility window.", p.Name),
 			}}
 		}
-		r.profile = p
+		r.profile, r.fromProfile = p, *p
 		r.ex.add("identity", r.out.Sources.Identity, r.out.Sources.Identity,
 			Candidate{Source: r.out.Sources.Identity, Status: StatusSelected, Value: p.Name, Reason: "external:<name> selects a replacement profile explicitly", Key: "role"})
 		return nil
@@ -215,22 +218,14 @@ func first[T any](offers []*T, srcs ...string) (*T, string) {
 	return nil, ""
 }
 
-func (r *resolution) profileStr(f func(*ExternalProfile) *string) *string {
-	if r.profile == nil {
-		return nil
-	}
-	return f(r.profile)
-}
-
 // model is step 4: task → external profile → pack entry → runtime default.
 func (r *resolution) model() error {
-	t, d := r.in.Task, r.in.Defaults
-	pm := r.profileStr(func(p *ExternalProfile) *string { return p.Model })
-	model, src := first([]*string{t.Model, pm, r.entry.Model, d.Model}, SourceTask, SourceExternalProfile, SourcePack, SourceRuntimeDefault)
+	t, d, p := r.in.Task, r.in.Defaults, &r.fromProfile
+	model, src := first([]*string{t.Model, p.Model, r.entry.Model, d.Model}, SourceTask, SourceExternalProfile, SourcePack, SourceRuntimeDefault)
 	if r.ex.on {
 		r.ex.add("model", nil, src, rank(
 			offer{SourceTask, val(t.Model), "overrides.model", ""},
-			offer{SourceExternalProfile, val(pm), "model", ""},
+			offer{SourceExternalProfile, val(p.Model), "model", ""},
 			offer{SourcePack, val(r.entry.Model), r.entryKey("model"), r.noEntry()},
 			offer{SourceRuntimeDefault, val(d.Model), "defaults.model", ""},
 		)...)
@@ -360,10 +355,9 @@ func (r *resolution) entrySource(field string, i int) (string, string) {
 // effort: task → external profile → pack entry (or the variant that set
 // it) → runtime default → none (the provider's default).
 func (r *resolution) effort() {
-	t, d := r.in.Task, r.in.Defaults
-	pe := r.profileStr(func(p *ExternalProfile) *string { return p.Effort })
+	t, d, p := r.in.Task, r.in.Defaults, &r.fromProfile
 	packSrc, packKey := r.entrySource("effort", r.setBy.effort)
-	effort, src := first([]*string{t.Effort, pe, r.entry.Effort, d.Effort}, SourceTask, SourceExternalProfile, packSrc, SourceRuntimeDefault)
+	effort, src := first([]*string{t.Effort, p.Effort, r.entry.Effort, d.Effort}, SourceTask, SourceExternalProfile, packSrc, SourceRuntimeDefault)
 	if effort == nil {
 		r.out.Sources.Effort = SourceProviderDefault
 	} else {
@@ -373,7 +367,7 @@ func (r *resolution) effort() {
 	if r.ex.on {
 		c := rank(
 			offer{SourceTask, val(t.Effort), "overrides.effort", ""},
-			offer{SourceExternalProfile, val(pe), "effort", ""},
+			offer{SourceExternalProfile, val(p.Effort), "effort", ""},
 			offer{packSrc, val(r.entry.Effort), packKey, r.noEntry()},
 			offer{SourceRuntimeDefault, val(d.Effort), "defaults.effort", ""},
 		)
@@ -599,7 +593,7 @@ func union(matches [][]string) []string {
 }
 
 func (r *resolution) rest() error {
-	t, d, p := r.in.Task, r.in.Defaults, r.profile
+	t, d, p := r.in.Task, r.in.Defaults, &r.fromProfile
 	out := &r.out
 
 	if t.Tools != nil {
@@ -619,41 +613,35 @@ func (r *resolution) rest() error {
 		out.Sources.Permissions = SourceNone
 	}
 
-	var py, pb, pf, pl *bool
-	if p != nil {
-		py, pb, pf, pl = p.Yolo, p.Bypass, p.FastMode, p.LionSystem
-	}
-	out.Yolo, out.Sources.Yolo = flag(t.Yolo, py, d.Yolo)
-	out.Bypass, out.Sources.Bypass = flag(t.Bypass, pb, d.Bypass)
-	out.FastMode, out.Sources.FastMode = flag(t.FastMode, pf, d.FastMode)
+	out.Yolo, out.Sources.Yolo = flag(t.Yolo, p.Yolo, d.Yolo)
+	out.Bypass, out.Sources.Bypass = flag(t.Bypass, p.Bypass, d.Bypass)
+	out.FastMode, out.Sources.FastMode = flag(t.FastMode, p.FastMode, d.FastMode)
 	switch {
 	case t.LionSystem != nil:
 		out.LionSystem, out.Sources.LionSystem = *t.LionSystem, SourceTask
-	case pl != nil:
-		out.LionSystem, out.Sources.LionSystem = *pl, SourceExternalProfile
+	case p.LionSystem != nil:
+		out.LionSystem, out.Sources.LionSystem = *p.LionSystem, SourceExternalProfile
 	default:
 		out.LionSystem, out.Sources.LionSystem = d.LionSystem, SourceRuntimeDefault
 	}
 
 	switch {
-	case p != nil && p.ArtifactDefaults != nil:
+	case p.ArtifactDefaults != nil:
 		out.ArtifactDefaults, out.Sources.ArtifactDefaults = CloneMap(p.ArtifactDefaults), SourceExternalProfile
-	case !r.replace && r.role.ArtifactDefaults != nil:
+	case r.role.ArtifactDefaults != nil: // a replacement has no Role
 		out.ArtifactDefaults, out.Sources.ArtifactDefaults = CloneMap(r.role.ArtifactDefaults), SourceRole
 	default:
 		out.Sources.ArtifactDefaults = SourceNone
 	}
 
 	out.Sources.Timeout = SourceNone
-	if p != nil {
-		if p.Timeout != nil {
-			v := *p.Timeout
-			out.Timeout, out.Sources.Timeout = &v, SourceExternalProfile
-		}
-		out.ResumeOnTimeout = p.ResumeOnTimeout
-		if p.ResumeOnTimeout && p.Timeout == nil {
-			return fail(CodeResumeWithoutTimeout, p.Name, nil, "profile %q sets resume_on_timeout without a timeout", p.Name)
-		}
+	if p.Timeout != nil {
+		v := *p.Timeout
+		out.Timeout, out.Sources.Timeout = &v, SourceExternalProfile
+	}
+	out.ResumeOnTimeout = p.ResumeOnTimeout
+	if p.ResumeOnTimeout && p.Timeout == nil {
+		return fail(CodeResumeWithoutTimeout, p.Name, nil, "profile %q sets resume_on_timeout without a timeout", p.Name)
 	}
 
 	out.Active = true
@@ -670,14 +658,14 @@ func (r *resolution) rest() error {
 		out.Sources.Pack = SourceTask
 	}
 	if r.ex.on {
-		r.explainRest(py, pb, pf, pl)
+		r.explainRest()
 	}
 	return nil
 }
 
 // explainRest records the chains of the fields rest decided.
-func (r *resolution) explainRest(py, pb, pf, pl *bool) {
-	t, d, out := r.in.Task, r.in.Defaults, &r.out
+func (r *resolution) explainRest() {
+	t, d, p, out := r.in.Task, r.in.Defaults, &r.fromProfile, &r.out
 	pack := []Candidate{
 		{Source: SourceTask, Status: StatusAbsent, Reason: "not set", Key: "pack"},
 		{Source: SourceWorkerDefault, Status: StatusSelected, Value: out.Pack.Name, Reason: "the task named no pack", Key: "default_pack"},
@@ -711,9 +699,9 @@ func (r *resolution) explainRest(py, pb, pf, pl *bool) {
 		def, result bool
 		src         string
 	}{
-		{"yolo", t.Yolo, py, d.Yolo, out.Yolo, out.Sources.Yolo},
-		{"bypass", t.Bypass, pb, d.Bypass, out.Bypass, out.Sources.Bypass},
-		{"fast_mode", t.FastMode, pf, d.FastMode, out.FastMode, out.Sources.FastMode},
+		{"yolo", t.Yolo, p.Yolo, d.Yolo, out.Yolo, out.Sources.Yolo},
+		{"bypass", t.Bypass, p.Bypass, d.Bypass, out.Bypass, out.Sources.Bypass},
+		{"fast_mode", t.FastMode, p.FastMode, d.FastMode, out.FastMode, out.Sources.FastMode},
 	} {
 		excluded := ""
 		if f.prof != nil && !*f.prof {
@@ -727,22 +715,14 @@ func (r *resolution) explainRest(py, pb, pf, pl *bool) {
 	}
 	r.ex.add("lion_system", out.LionSystem, out.Sources.LionSystem, rank(
 		offer{SourceTask, val(t.LionSystem), "overrides.lion_system", ""},
-		offer{SourceExternalProfile, val(pl), "lion_system", ""},
+		offer{SourceExternalProfile, val(p.LionSystem), "lion_system", ""},
 		offer{SourceRuntimeDefault, d.LionSystem, "defaults.lion_system", ""},
 	)...)
-	var pa any
-	if r.profile != nil {
-		pa = orNil(r.profile.ArtifactDefaults)
-	}
 	r.ex.add("artifact_defaults", orNil(out.ArtifactDefaults), out.Sources.ArtifactDefaults, withNone(rank(
-		offer{SourceExternalProfile, pa, "artifact_defaults", ""},
+		offer{SourceExternalProfile, orNil(p.ArtifactDefaults), "artifact_defaults", ""},
 		offer{SourceRole, orNil(r.role.ArtifactDefaults), "artifact_defaults", ""},
 	), out.Sources.ArtifactDefaults)...)
-	var pt any
-	if r.profile != nil {
-		pt = val(r.profile.Timeout)
-	}
-	r.ex.add("timeout", val(out.Timeout), out.Sources.Timeout, withNone(rank(offer{SourceExternalProfile, pt, "timeout", ""}), out.Sources.Timeout)...)
+	r.ex.add("timeout", val(out.Timeout), out.Sources.Timeout, withNone(rank(offer{SourceExternalProfile, val(p.Timeout), "timeout", ""}), out.Sources.Timeout)...)
 	if r.replace {
 		r.ex.add("active", true, SourceExternalProfile, Candidate{Source: SourceExternalProfile, Status: StatusSelected, Value: true, Reason: "the profile is enabled", Key: "enabled"})
 	} else {
