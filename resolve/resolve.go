@@ -433,18 +433,18 @@ func (r *resolution) modes() ([]Mode, error) {
 		r.ex.add("modes", value, r.out.Sources.Modes, append(c, none)...)
 	}
 	modes, err := r.checkModes(req)
-	if err != nil && fromPack {
-		details := map[string]any{"pack": r.in.Pack.Name, "role": r.role.Name, "mode": err.Subject, "reason": string(err.Code)}
-		if r.setBy.defaultModes >= 0 {
-			details["variant"] = r.setBy.defaultModes
-		}
-		return nil, fail(CodePackDefaultInvalid, r.in.Pack.Name+"/"+r.role.Name, details,
-			"pack %q default_modes for role %q: %s", r.in.Pack.Name, r.role.Name, err.Message)
+	if err == nil {
+		return modes, nil
 	}
-	if err != nil {
+	if !fromPack {
 		return nil, err
 	}
-	return modes, nil
+	details := map[string]any{"pack": r.in.Pack.Name, "role": r.role.Name, "mode": err.Subject, "reason": string(err.Code)}
+	if r.setBy.defaultModes >= 0 {
+		details["variant"] = r.setBy.defaultModes
+	}
+	return nil, fail(CodePackDefaultInvalid, r.in.Pack.Name+"/"+r.role.Name, details,
+		"pack %q default_modes for role %q: %s", r.in.Pack.Name, r.role.Name, err.Message)
 }
 
 // checkModes runs the four passes of step 6, each first to last.
