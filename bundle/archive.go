@@ -50,12 +50,14 @@ func Build(files map[string][]byte) (*Archive, error) {
 	if len(files) > MaxMembers {
 		return nil, errf(CodeTooLarge, "", "%d files, more than the %d a bundle may hold", len(files), MaxMembers)
 	}
-	for p, data := range files {
+	// In path order, so that of several bad files the same one is named.
+	paths := slices.Sorted(maps.Keys(files))
+	for _, p := range paths {
 		if e := checkPath(p); e != nil {
 			return nil, e
 		}
-		if len(data) > MaxMemberSize {
-			return nil, errf(CodeTooLarge, p, "%d bytes, more than the %d-byte limit of one file", len(data), MaxMemberSize)
+		if len(files[p]) > MaxMemberSize {
+			return nil, errf(CodeTooLarge, p, "%d bytes, more than the %d-byte limit of one file", len(files[p]), MaxMemberSize)
 		}
 	}
 	if e := checkConflicts(files); e != nil {
@@ -63,7 +65,7 @@ func Build(files map[string][]byte) (*Archive, error) {
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	for _, p := range slices.Sorted(maps.Keys(files)) {
+	for _, p := range paths {
 		hdr := &tar.Header{
 			Typeflag: tar.TypeReg, Name: p, Size: int64(len(files[p])), Mode: 0o644,
 			ModTime: time.Unix(0, 0), Format: tar.FormatPAX,

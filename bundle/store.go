@@ -226,12 +226,17 @@ func loadArchive(a *Archive, rev uint64) (*discover.Snapshot, error) {
 		}
 		return nil, &Error{Code: CodeInvalid, Message: err.Error(), Revision: rev}
 	}
-	for key, line := range snap.Config.KeyLines {
+	// The first such key in the file is named, whatever the map's order.
+	first, line := "", 0
+	for key, l := range snap.Config.KeyLines {
 		top, _, _ := strings.Cut(key, ".")
-		if top == "nats" || top == "placeholders" {
-			return nil, &Error{Code: CodeInvalid, Path: fmt.Sprintf("%s:%d", discover.ConfigFile, line), Revision: rev,
-				Message: fmt.Sprintf("%s: belongs to each worker's local rolecall.yaml, not to a bundle", top)}
+		if (top == "nats" || top == "placeholders") && (first == "" || l < line || l == line && top < first) {
+			first, line = top, l
 		}
+	}
+	if first != "" {
+		return nil, &Error{Code: CodeInvalid, Path: fmt.Sprintf("%s:%d", discover.ConfigFile, line), Revision: rev,
+			Message: fmt.Sprintf("%s: belongs to each worker's local rolecall.yaml, not to a bundle", first)}
 	}
 	return snap, nil
 }
