@@ -596,13 +596,11 @@ func (r *resolution) rest() error {
 	t, d, p := r.in.Task, r.in.Defaults, &r.fromProfile
 	out := &r.out
 
+	// The tools are never null: [] when neither layer gives any.
 	if t.Tools != nil {
-		out.Tools, out.Sources.Tools = slices.Clone(t.Tools), SourceTask
+		out.Tools, out.Sources.Tools = append([]string{}, t.Tools...), SourceTask
 	} else {
-		out.Tools, out.Sources.Tools = slices.Clone(d.Tools), SourceRuntimeDefault
-	}
-	if out.Tools == nil {
-		out.Tools = []string{}
+		out.Tools, out.Sources.Tools = append([]string{}, d.Tools...), SourceRuntimeDefault
 	}
 	switch {
 	case t.Permissions != nil:
@@ -681,10 +679,7 @@ func (r *resolution) explainRest() {
 		pack = []Candidate{{Source: out.Sources.Pack, Status: StatusSelected, Value: "", Reason: "no pack was supplied; a replacement identity needs none", Key: key}}
 	}
 	r.ex.add("pack", out.Pack.Name, out.Sources.Pack, pack...)
-	defTools := d.Tools
-	if defTools == nil {
-		defTools = []string{} // the last resort: no tools
-	}
+	defTools := append([]string{}, d.Tools...) // unset: the last resort, no tools
 	r.ex.add("tools", out.Tools, out.Sources.Tools, explicitList(
 		offer{SourceTask, orNil(t.Tools), "overrides.tools", ""},
 		offer{SourceRuntimeDefault, defTools, "defaults.tools", ""})...)
@@ -819,10 +814,7 @@ func (r *resolution) prompt(modes []Mode) {
 	out.Role = &role
 	out.ModeDefs = modes // this resolution's own (checkModes made it)
 	out.GrantRoleEmission = true
-	out.Emits = slices.Clone(r.role.Emits)
-	if out.Emits == nil {
-		out.Emits = []string{}
-	}
+	out.Emits = append([]string{}, r.role.Emits...)
 	r.explainPrompt(modes, extra)
 }
 
