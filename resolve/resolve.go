@@ -680,9 +680,13 @@ func (r *resolution) explainRest() {
 	}
 	r.ex.add("pack", out.Pack.Name, out.Sources.Pack, pack...)
 	defTools := append([]string{}, d.Tools...) // unset: the last resort, no tools
-	r.ex.add("tools", out.Tools, out.Sources.Tools, explicitList(
+	var defExcluded string
+	if t.Tools != nil && len(t.Tools) == 0 {
+		defExcluded = "the explicit empty list above excludes it"
+	}
+	r.ex.add("tools", out.Tools, out.Sources.Tools, rank(
 		offer{SourceTask, orNil(t.Tools), "overrides.tools", ""},
-		offer{SourceRuntimeDefault, defTools, "defaults.tools", ""})...)
+		offer{SourceRuntimeDefault, defTools, "defaults.tools", defExcluded})...)
 	perm := rank(
 		offer{SourceTask, orNil(t.Permissions), "overrides.permissions", ""},
 		offer{SourceRuntimeDefault, orNil(d.Permissions), "defaults.permissions", ""},
@@ -723,24 +727,6 @@ func (r *resolution) explainRest() {
 	} else {
 		r.ex.add("active", true, SourcePack, Candidate{Source: SourcePack, Status: StatusSelected, Value: true, Reason: "the pack entry is active", Key: r.entryKey("active")})
 	}
-}
-
-// explicitList ranks list offers where an explicit empty list wins and
-// excludes the rest.
-func explicitList(offers ...offer) []Candidate {
-	for i, o := range offers {
-		if l, ok := o.v.([]string); ok {
-			if len(l) == 0 {
-				for j := i + 1; j < len(offers); j++ {
-					if offers[j].v != nil {
-						offers[j].excluded = "the explicit empty list above excludes it"
-					}
-				}
-			}
-			break
-		}
-	}
-	return rank(offers...)
 }
 
 // withNone appends the "none" candidate, selected when src is none.
