@@ -195,11 +195,6 @@ func (r *resolution) packEntry() error {
 // entryKey is where an entry field is written in the pack.
 func (r *resolution) entryKey(field string) string { return "roles." + r.role.Name + "." + field }
 
-// variantKey is where variant i sets field.
-func (r *resolution) variantKey(i int, field string) string {
-	return r.entryKey("variants[" + strconv.Itoa(i) + "].set." + field)
-}
-
 // noEntry excludes the pack's offers for a replacement identity.
 func (r *resolution) noEntry() string {
 	if r.replace {
@@ -347,7 +342,7 @@ func (v Variant) matches(sel map[string]string) bool {
 // the variant's that set it (i ≥ 0).
 func (r *resolution) entrySource(field string, i int) (string, string) {
 	if i >= 0 {
-		return SourcePackVariant, r.variantKey(i, field)
+		return SourcePackVariant, r.entryKey("variants[" + strconv.Itoa(i) + "].set." + field)
 	}
 	return SourcePack, r.entryKey(field)
 }
