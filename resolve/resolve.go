@@ -876,10 +876,7 @@ func (p *PermissionPolicy) Clone() *PermissionPolicy {
 		return nil
 	}
 	rules := func(m map[string][]string) map[string][]string {
-		if m == nil {
-			return nil
-		}
-		out := maps.Clone(m)
+		out := maps.Clone(m) // nil stays nil
 		for k, v := range out {
 			out[k] = slices.Clone(v)
 		}
