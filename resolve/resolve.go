@@ -840,11 +840,8 @@ func (r *resolution) explainPrompt(modes []Mode, extra string) {
 // scalars), preserving nil. The materializer uses it too, so one copy rule
 // serves both pure packages.
 func CloneMap(m map[string]any) map[string]any {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]any, len(m))
-	for k, v := range m {
+	out := maps.Clone(m) // nil stays nil
+	for k, v := range out {
 		out[k] = cloneValue(v)
 	}
 	return out
