@@ -60,12 +60,7 @@ func invalidField(field, value, msg string) error {
 	if msg == "" {
 		return nil
 	}
-	return &ResolutionError{
-		Code:    CodeTaskInvalid,
-		Subject: field,
-		Details: map[string]any{"field": field, "value": printable(value)},
-		Message: field + " " + msg,
-	}
+	return fail(CodeTaskInvalid, field, map[string]any{"field": field, "value": printable(value)}, "%s %s", field, msg)
 }
 
 func nameProblem(name string) string {
