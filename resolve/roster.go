@@ -20,19 +20,11 @@ func Roster(pack *Pack, catalog *Catalog, profiles []ExternalProfile, policy Pol
 	var ext []string
 	for i := range profiles {
 		p := &profiles[i]
-		if !p.IsEnabled() || p.BaseRole != nil {
-			continue
+		replacement := p.Disposition == DispositionReplacement ||
+			p.Disposition == DispositionLegacy && !policy.RejectLegacyProfiles
+		if replacement && p.IsEnabled() && p.BaseRole == nil {
+			ext = append(ext, ExternalPrefix+p.Name)
 		}
-		switch p.Disposition {
-		case DispositionReplacement:
-		case DispositionLegacy:
-			if policy.RejectLegacyProfiles {
-				continue
-			}
-		default:
-			continue
-		}
-		ext = append(ext, ExternalPrefix+p.Name)
 	}
 	slices.Sort(ext)
 	return append(roles, ext...)
