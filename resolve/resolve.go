@@ -203,8 +203,9 @@ func (r *resolution) noEntry() string {
 	return ""
 }
 
-// first returns the first offer that sets a value and no rule excludes.
-func first[T any](offers []*T, srcs ...string) (*T, string) {
+// first returns the first offer that is set, and its source srcs[i]: no
+// rule excludes a model or an effort.
+func first(offers []*string, srcs ...string) (*string, string) {
 	for i, v := range offers {
 		if v != nil {
 			return v, srcs[i]
