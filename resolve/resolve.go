@@ -756,12 +756,12 @@ func (r *resolution) prompt(modes []Mode) {
 	if out.Diagnostics == nil {
 		out.Diagnostics = []Diagnostic{}
 	}
+	out.PromptOverlays = []string{}
 	if r.replace {
 		out.Identity = Identity{Kind: IdentityExternal, Name: r.profile.Name, Modes: []string{}}
 		out.PromptDisposition = PromptReplacement
 		out.Sources.Prompt = SourceExternalReplacement
 		out.PromptBody = JoinBlocks(r.profile.Body, extra)
-		out.PromptOverlays = []string{}
 		out.Emits = []string{}
 		r.explainPrompt(nil, extra)
 		return
@@ -774,7 +774,6 @@ func (r *resolution) prompt(modes []Mode) {
 	}
 	out.Identity = Identity{Kind: IdentityCasts, Name: r.role.Name, Modes: names}
 	out.PromptDisposition, out.Sources.Prompt = PromptCasts, SourceCasts
-	out.PromptOverlays = []string{}
 	if r.profile != nil {
 		out.PromptDisposition, out.Sources.Prompt = PromptOverlay, SourceExternalOverlay
 		if b := strings.TrimSpace(r.profile.Body); b != "" {
