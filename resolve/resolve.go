@@ -531,6 +531,9 @@ func (r *resolution) skills() error {
 		default:
 			c[0].Status, c[0].Reason = StatusAbsent, "not set"
 			c[1].Status, c[1].Reason = StatusAbsent, "not set: the entry admits no skill"
+			if r.replace {
+				c[1].Status, c[1].Reason = StatusExcluded, r.noEntry()
+			}
 			c = withNone(c, SourceNone)
 		}
 		// The value is the outcome's list of skill names ([] for none).
