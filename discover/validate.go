@@ -101,15 +101,13 @@ func (v *validator) packs() {
 			}
 			base := entry
 			base.Variants = nil
-			if v.check(pf, role, base, key, "") {
-				continue // the variants' checks would repeat the entry's problem
-			}
+			baseErr := v.check(pf, role, base, key, "", nil)
 			for i, va := range entry.Variants {
 				vkey := fmt.Sprintf("%s.variants[%d]", key, i)
 				if v.unknownModes(pf, vkey+".set", va.Set.DefaultModes, va.Set.ModesAllow) {
 					continue
 				}
-				v.check(pf, role, applyVariant(base, va.Set), key, vkey)
+				v.check(pf, role, applyVariant(base, va.Set), key, vkey, baseErr)
 			}
 		}
 	}
@@ -131,8 +129,10 @@ func (v *validator) unknownModes(pf *PackFile, key string, defaults, allow []str
 
 // check resolves role with entry (as if active) and no task overrides and
 // reports the failure, if any, at the key that causes it: the entry's, or
-// with vkey set the variant's. It says whether there was one.
-func (v *validator) check(pf *PackFile, role string, entry resolve.PackEntry, key, vkey string) bool {
+// with vkey set the variant's. It returns the failure. A variant's failure
+// that is the entry's own (baseErr) is not reported again: the variant
+// does not cause it.
+func (v *validator) check(pf *PackFile, role string, entry resolve.PackEntry, key, vkey string, baseErr *resolve.ResolutionError) *resolve.ResolutionError {
 	l := v.l
 	active := true
 	entry.Active = &active
@@ -144,7 +144,10 @@ func (v *validator) check(pf *PackFile, role string, entry resolve.PackEntry, ke
 	})
 	var re *resolve.ResolutionError
 	if !errors.As(err, &re) {
-		return false
+		return nil
+	}
+	if baseErr != nil && re.Code == baseErr.Code && re.Message == baseErr.Message {
+		return re
 	}
 	errKey, msg := key, re.Message
 	if re.Code == resolve.CodePackDefaultInvalid {
@@ -161,7 +164,7 @@ func (v *validator) check(pf *PackFile, role string, entry resolve.PackEntry, ke
 		}
 	}
 	v.addAt(pf, re.Code, errKey, re.Subject, "%s", msg)
-	return true
+	return re
 }
 
 // applyVariant is entry with what set sets, as the resolver applies it.

@@ -258,6 +258,36 @@ func TestValidateVariants(t *testing.T) {
 	}
 }
 
+// A problem of the entry itself does not hide a variant's own problem;
+// a variant that inherits the entry's problem does not repeat it.
+func TestValidateVariantsOfABrokenEntry(t *testing.T) {
+	dir := writeRoot(t, files{
+		"packs/team.yaml": `roles:
+  architect:
+    model: m
+    default_modes: [telepathic]
+    variants:
+      - when: {model: m}
+        set:
+          default_modes: [fast, slow]
+      - when: {model: m}
+        set:
+          effort: high
+`,
+	})
+	var got []string
+	for _, e := range discover.Validate(dir) {
+		got = append(got, e.Error())
+	}
+	want := []string{
+		`packs/team.yaml:4: pack_default_invalid: pack "team" default_modes for role "architect": mode "telepathic" is not in the catalog`,
+		`packs/team.yaml:8: pack_default_invalid: variants[0]: pack "team" default_modes for role "architect": modes "fast" and "slow" conflict`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("validate:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // A problem Validate finds in a value a placeholder gave is reported with
 // the placeholder, not the value.
 func TestValidateMasksPlaceholderValues(t *testing.T) {
