@@ -19,7 +19,7 @@
 //
 // A typed failure is answered with the micro error headers
 // (Nats-Service-Error-Code 400, or 500 for an internal fault, 503 while
-// stopping) and Nats-Service-Error set to the rolecall code; the body is
+// no configuration serves yet) and Nats-Service-Error set to the rolecall code; the body is
 // the failure JSON. docs/SERVICE.md is the reference.
 //
 // What it promises: resolve and explain run the worker's own

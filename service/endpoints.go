@@ -70,7 +70,13 @@ func (s *Service) explainHandler() micro.Handler {
 // the handler returns, counts it.
 func (s *Service) serve(req micro.Request, h func(micro.Request, *discover.Snapshot) *reply) {
 	s.pool.do(func() {
-		r := s.recovered("answering a request", []any{"subject", req.Subject()}, func() *reply { return h(req, s.src.Snapshot()) })
+		r := s.recovered("answering a request", []any{"subject", req.Subject()}, func() *reply {
+			snap := s.src.Snapshot()
+			if snap == nil {
+				return s.noConfig()
+			}
+			return h(req, snap)
+		})
 		if r.status == 0 && len(r.body) > s.maxBody(r.headers) {
 			r = errorReply(&Error{Code: CodeResponseTooLarge, Status: StatusBadRequest,
 				Details: map[string]any{"bytes": len(r.body), "max_payload": s.nc.MaxPayload()},
@@ -86,6 +92,19 @@ func (s *Service) serve(req micro.Request, h func(micro.Request, *discover.Snaps
 			s.log.Warn("service: reply failed", "subject", req.Subject(), "error", err)
 		}
 	})
+}
+
+// noConfig answers a request that arrives before any configuration
+// serves: a 503, with why the source has none when it says.
+func (s *Service) noConfig() *reply {
+	e := &Error{Code: CodeNoConfig, Status: StatusUnavailable, Details: map[string]any{},
+		Message: "no configuration is in service yet; another instance may answer a retry"}
+	if re, ok := s.src.(reloadErrer); ok {
+		if err := re.Err(); err != nil {
+			e.Details["reload_error"] = err.Error()
+		}
+	}
+	return errorReply(e, nil)
 }
 
 // recovered is f's reply. A bug must not take the worker down with it: if

@@ -21,6 +21,10 @@ const (
 	// CodeStopping: the instance is shutting down; another instance of
 	// the queue group answers a retry.
 	CodeStopping Code = "stopping"
+	// CodeNoConfig: no configuration is in service yet (a worker with
+	// --config-from nats before its first bundle loads); another instance
+	// of the queue group may answer a retry.
+	CodeNoConfig Code = "config_unavailable"
 )
 
 // Reasons of request_invalid (details.reason).

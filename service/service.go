@@ -145,6 +145,9 @@ type Service struct {
 type configKey struct{ source, digest, revision string }
 
 func keyOf(snap *discover.Snapshot) configKey {
+	if snap == nil {
+		return configKey{revision: "none"} // nothing serves yet
+	}
 	c := explain.ConfigOf(snap)
 	rev := "none"
 	if c.Revision != nil {

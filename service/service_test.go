@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -618,5 +619,71 @@ func TestResolveTooLarge(t *testing.T) {
 	}
 	if !reflect.DeepEqual(p, w2) {
 		t.Errorf("the preview differs from the published outcome:\npreview:   %s\npublished: %s", preview.Data, ev.DataEncoded)
+	}
+}
+
+// laterSource serves no snapshot until one is set, as a worker with
+// --config-from nats does before its first bundle loads.
+type laterSource struct {
+	snap atomic.Pointer[discover.Snapshot]
+	err  error
+}
+
+func (l *laterSource) Snapshot() *discover.Snapshot { return l.snap.Load() }
+func (l *laterSource) Err() error                   { return l.err }
+
+// TestNoConfigYet: before any configuration serves, every endpoint
+// answers 503 config_unavailable (with the source's reason) instead of
+// panicking into a 500, and the metadata claims no configuration; once
+// one serves, the service re-registers and answers.
+func TestNoConfigYet(t *testing.T) {
+	srv := natstest.Start(t)
+	client, svcNC := natstest.Connect(t, srv), natstest.Connect(t, srv)
+	src := &laterSource{err: errors.New("bundle_not_found: no bundle at current yet")}
+	svc, err := service.Start(svcNC, src, service.Options{Instance: "test-1", Watch: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	ask := func(subject string, body string) *nats.Msg {
+		t.Helper()
+		m, err := client.Request(subject, []byte(body), 5*time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", subject, err)
+		}
+		return m
+	}
+	task := string(readFile(t, filepath.Join(examples, "tasks", "architect.json")))
+	for _, tc := range []struct{ endpoint, body string }{
+		{"resolve", task},
+		{"explain", task},
+		{"explain", `{"outcome_id":"rc-0"}`},
+		{"roster", `{"pack":"research"}`},
+		{"validate", `{}`},
+		{"config", ``},
+	} {
+		body := wantErr(t, tc.endpoint+" "+tc.body, ask(service.Subject("", tc.endpoint), tc.body), "503", "config_unavailable")
+		if d, _ := body["details"].(map[string]any); d["reload_error"] != src.err.Error() {
+			t.Errorf("%s: details %v, want the source's error", tc.endpoint, body["details"])
+		}
+	}
+	var info micro.Info
+	wantOK(t, "info", ask("$SRV.INFO.rolecall", ""), &info)
+	if info.Metadata["config_source"] != "" || info.Metadata["config_digest"] != "" || info.Metadata["config_revision"] != "none" {
+		t.Errorf("metadata before any configuration: %v", info.Metadata)
+	}
+
+	ds, err := discover.NewSource(examples, discover.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.snap.Store(ds.Snapshot())
+	if !svc.Refresh() {
+		t.Fatal("did not re-register once a configuration served")
+	}
+	wantOK(t, "resolve", ask(service.Subject("", "resolve"), task), nil)
+	wantOK(t, "info", ask("$SRV.INFO.rolecall", ""), &info)
+	if info.Metadata["config_source"] != "files" || info.Metadata["config_digest"] != ds.Snapshot().Digest {
+		t.Errorf("metadata once a configuration serves: %v", info.Metadata)
 	}
 }
