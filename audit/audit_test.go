@@ -173,3 +173,50 @@ func TestDrift(t *testing.T) {
 		t.Errorf("rolecall.drift = %v, want model 1, unknown_decision 1", counts)
 	}
 }
+
+// TestDriftMalformedDecisionID: an allocation naming a decision id no
+// outcome can have ("*" is no key of the outcome store) is an unknown
+// decision, like any other id that names none; it is not retried as a
+// broker fault until the consumer gives up on it.
+func TestDriftMalformedDecisionID(t *testing.T) {
+	srv := natstest.Start(t)
+	js := natstest.JetStream(t, natstest.Connect(t, srv))
+	cfg := pipeline.DefaultConfig()
+	ctx := context.Background()
+	if _, err := pipeline.Ensure(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	a, err := audit.New(ctx, js, cfg, audit.Config{UnknownDelay: 10 * time.Millisecond}, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go a.Run(runCtx)
+	body := allocated("a-star", "rc-*", "team-model", "")
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: audit.AllocationsSubject(cfg.Prefix, "tester"), Data: body,
+		Header: nats.Header{"content-type": {"application/cloudevents+json"}}}); err != nil {
+		t.Fatal(err)
+	}
+	specs, err := js.Stream(ctx, cfg.SpecsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m, err := specs.GetLastMsgForSubject(ctx, audit.DriftSubject(cfg.Prefix, audit.FieldUnknownDecision))
+		if err == nil {
+			var ev struct {
+				Data audit.Drift `json:"data"`
+			}
+			if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Data.DecisionID != "rc-*" || ev.Data.Code == nil || *ev.Data.Code != audit.CodeUnknownDecision {
+				t.Fatalf("drift event %s: %v", m.Data, err)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no drift_unknown_decision for a malformed decision id: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

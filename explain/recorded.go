@@ -22,8 +22,9 @@ type Code string
 
 const (
 	// CodeOutcomeNotFound: no outcome is recorded under the id (never
-	// answered, answered longer ago than the idempotency horizon, or the
-	// specs stream no longer holds the outcome's sequence).
+	// answered, answered longer ago than the idempotency horizon, the
+	// specs stream no longer holds the outcome's sequence, or the id is
+	// not one an outcome can have).
 	CodeOutcomeNotFound Code = "outcome_not_found"
 	// CodeOutcomeInvalid: what is stored is not a readable outcome event
 	// (or its record or decision record does not decode).
@@ -126,7 +127,9 @@ func Lookup(ctx context.Context, o *pipeline.Outcomes, outcomeID string) (*Store
 	id := map[string]any{"outcome_id": outcomeID}
 	rec, err := o.Record(ctx, outcomeID)
 	switch {
-	case errors.Is(err, pipeline.ErrOutcomeNotFound):
+	// An id that is no key of the store (".", "*", a space) names no
+	// outcome either.
+	case errors.Is(err, pipeline.ErrOutcomeNotFound) || errors.Is(err, jetstream.ErrInvalidKey):
 		return nil, fail(CodeOutcomeNotFound, id, "no outcome is recorded under %s (never answered, older than the idempotency horizon, or answered by a fleet without the outcome store)", outcomeID)
 	case isDecodeError(err):
 		return nil, fail(CodeOutcomeInvalid, id, "the record of %s does not decode: %v", outcomeID, err)

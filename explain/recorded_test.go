@@ -129,6 +129,23 @@ func TestLookupFailures(t *testing.T) {
 			code:    explain.CodeOutcomeNotFound,
 		},
 		{
+			// Ids no outcome can be recorded under (not a key of the
+			// outcome store): an allocator's typo, a path in a URL.
+			name:    "malformed id",
+			prepare: func(*testing.T, jetstream.JetStream, pipeline.Config) string { return "rc-*" },
+			code:    explain.CodeOutcomeNotFound,
+		},
+		{
+			name:    "id with a leading dot",
+			prepare: func(*testing.T, jetstream.JetStream, pipeline.Config) string { return "../rc-1" },
+			code:    explain.CodeOutcomeNotFound,
+		},
+		{
+			name:    "id with a space",
+			prepare: func(*testing.T, jetstream.JetStream, pipeline.Config) string { return "rc 1" },
+			code:    explain.CodeOutcomeNotFound,
+		},
+		{
 			name: "sequence no longer in the stream",
 			prepare: func(t *testing.T, js jetstream.JetStream, cfg pipeline.Config) string {
 				id, seq := outcometest.Store(t, js, cfg, snap, outcometest.Outcome{Source: "test", ID: "purged", Task: ok})

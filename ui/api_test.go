@@ -335,6 +335,10 @@ func TestDetail(t *testing.T) {
 	}{
 		{"unknown id", "/api/decisions/rc-unknown", http.StatusNotFound, "outcome_not_found"},
 		{"id too long", "/api/decisions/" + strings.Repeat("x", 300), http.StatusBadRequest, "bad_request"},
+		// Ids no outcome can have: not found, not an internal fault.
+		{"malformed id", "/api/decisions/rc-*", http.StatusNotFound, "outcome_not_found"},
+		{"id with a path", "/api/decisions/..%2Frc-1", http.StatusNotFound, "outcome_not_found"},
+		{"id with a space", "/api/decisions/rc%201", http.StatusNotFound, "outcome_not_found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, body := get(t, s, tc.path, nil)
