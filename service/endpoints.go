@@ -201,6 +201,18 @@ func (s *Service) resolve(req micro.Request, snap *discover.Snapshot) *reply {
 	return &reply{body: data, headers: h}
 }
 
+// taskFailed answers a task's failure with the failure data the worker
+// would publish for it, encoded as resolve encodes it (the decision's id
+// and worker version included).
+func (s *Service) taskFailed(tr TaskRequest, f *events.FailureData, h micro.Headers) *reply {
+	out := pipeline.Outcome{Failure: f}
+	_, data, err := EncodeOutcome(s.opt.Pipeline, s.opt.Version, tr, &out, s.opt.MaxPayload)
+	if err != nil {
+		return errorReply(internal("encode the failure: %v", err), h)
+	}
+	return failureReply(f, data, h)
+}
+
 // Preview is the outcome the worker would reach for a decoded request:
 // the decode failure, or pipeline.Handle's outcome.
 func Preview(snap *discover.Snapshot, tr TaskRequest) pipeline.Outcome {
@@ -253,11 +265,11 @@ func dataMember(body []byte) ([]byte, error) {
 func (s *Service) explain(req micro.Request, snap *discover.Snapshot) *reply {
 	tr, h := s.decodeTask(req, snap)
 	if tr.Err != nil {
-		return failureReply(Preview(snap, tr).Failure, nil, h)
+		return s.taskFailed(tr, Preview(snap, tr).Failure, h)
 	}
 	doc, _ := explain.Task(snap, tr.Incoming.Task, tr.Incoming.Ref)
 	if doc.Failure != nil {
-		return failureReply(doc.Failure, nil, h)
+		return s.taskFailed(tr, doc.Failure, h)
 	}
 	return jsonReply(doc, h)
 }

@@ -687,3 +687,42 @@ func TestNoConfigYet(t *testing.T) {
 		t.Errorf("metadata once a configuration serves: %v", info.Metadata)
 	}
 }
+
+// TestExplainFailureIsResolveFailure: explain answers a failing task with
+// the failure data resolve answers (and the worker publishes), byte for
+// byte: the decision's id and worker version included.
+func TestExplainFailureIsResolveFailure(t *testing.T) {
+	h := start(t, examples, service.Options{})
+	event := func(data string) ([]byte, nats.Header) {
+		hdr, body, err := events.EncodeTask("urn:planner", "ev-9", []byte(data), "", "", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return body, hdr
+	}
+	evBody, evHdr := event(`{"task_id":"T-1","role":"juggler"}`)
+	for _, tc := range []struct {
+		name string
+		body []byte
+		hdr  nats.Header
+		code string
+	}{
+		{"not JSON", []byte(`nope`), nil, "task_invalid"},
+		{"unknown member", []byte(`{"task_id":"T-1","role":"architect","colour":"red"}`), nil, "task_invalid"},
+		{"bad event", []byte(`{"specversion":"1.0","id":"x"}`), nil, "event_invalid"},
+		{"unknown pack", []byte(`{"task_id":"T-1","role":"architect","pack":"nope"}`), nil, "pack_not_found"},
+		{"unknown role", []byte(`{"task_id":"T-1","role":"juggler"}`), nil, "role_unknown"},
+		{"unknown role, binary event", evBody, evHdr, "role_unknown"},
+	} {
+		res := h.request("resolve", tc.body, tc.hdr)
+		exp := h.request("explain", tc.body, tc.hdr)
+		wantErr(t, "resolve "+tc.name, res, "400", tc.code)
+		wantErr(t, "explain "+tc.name, exp, "400", tc.code)
+		if !bytes.Equal(res.Data, exp.Data) {
+			t.Errorf("%s: explain answers\n%s\nresolve answers\n%s", tc.name, exp.Data, res.Data)
+		}
+		if got, want := exp.Header.Get(service.HeaderOutcomeID), res.Header.Get(service.HeaderOutcomeID); got != want {
+			t.Errorf("%s: explain outcome id %s, resolve %s", tc.name, got, want)
+		}
+	}
+}
