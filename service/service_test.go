@@ -726,3 +726,21 @@ func TestExplainFailureIsResolveFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestMemberNamesAreReadAsJSON: a member name written with JSON escapes
+// is the same member, so it makes the same request as the plain name.
+func TestMemberNamesAreReadAsJSON(t *testing.T) {
+	h := start(t, examples, service.Options{})
+	for _, tc := range []struct{ endpoint, plain, escaped string }{
+		{"explain", `{"outcome_id":"rc-0"}`, `{"outcome\u005fid":"rc-0"}`},
+		{"explain", `{"source":"urn:p","id":"x"}`, `{"sourc\u0065":"urn:p","\u0069d":"x"}`},
+		{"resolve", `{"specversion":"1.0","id":"x"}`, `{"spec\u0076ersion":"1.0","id":"x"}`},
+		{"explain", `{"specversion":"1.0","id":"x","source":"urn:p"}`, `{"spec\u0076ersion":"1.0","id":"x","source":"urn:p"}`},
+	} {
+		p, e := h.request(tc.endpoint, []byte(tc.plain), nil), h.request(tc.endpoint, []byte(tc.escaped), nil)
+		pc, ec := p.Header.Get(micro.ErrorHeader), e.Header.Get(micro.ErrorHeader)
+		if pc == "" || pc != ec {
+			t.Errorf("%s %s: %s %s\n%s: %s %s", tc.endpoint, tc.plain, pc, p.Data, tc.escaped, ec, e.Data)
+		}
+	}
+}
