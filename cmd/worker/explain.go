@@ -49,7 +49,18 @@ func (c *explainCmd) Run(ctx context.Context, g *globals) error {
 	}
 	snap, err := discover.Load(g.Root, g.discoverOptions())
 	if err != nil {
-		return printFailure(g.stdout, pipeline.FailureFrom(nil, resolve.StageDiscover, err))
+		// A task file is decoded before discovery, as by the worker and
+		// worker resolve: a task that does not decode fails with that,
+		// and a discovery failure names the task.
+		var taskID *string
+		stage := resolve.StageDiscover
+		if !recorded {
+			task, _, derr := events.DecodeTaskData(data, events.DecodeOptions{})
+			if taskID = &task.TaskID; derr != nil {
+				stage, err = resolve.StageDecode, derr
+			}
+		}
+		return printFailure(g.stdout, pipeline.FailureFrom(taskID, stage, err))
 	}
 	var doc *explain.Document
 	if recorded {
