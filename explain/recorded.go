@@ -14,6 +14,7 @@ import (
 	"github.com/rolecall/rolecall/events"
 	"github.com/rolecall/rolecall/internal/coded"
 	"github.com/rolecall/rolecall/pipeline"
+	"github.com/rolecall/rolecall/resolve"
 )
 
 // Code is a stable code of an explain failure: what went wrong finding or
@@ -30,11 +31,13 @@ const (
 	// (or its record or decision record does not decode).
 	CodeOutcomeInvalid Code = "outcome_invalid"
 	// CodeDecisionMissing: the outcome carries no decision record (a
-	// worker that records none wrote it), so there is no task to explain.
+	// worker that records none wrote it), so there is no task to explain,
+	// or it is delivery_exhausted: the task was never decided.
 	CodeDecisionMissing Code = "decision_missing"
 	// CodeTaskNotRecorded: the decision records no task, because the task
 	// event could not be decoded (the outcome is event_invalid or
-	// task_invalid).
+	// task_invalid), or not the task as sent (outcome_too_large: the
+	// extra prompt is replaced by its digest).
 	CodeTaskNotRecorded Code = "task_not_recorded"
 	// CodeOutcomesUnavailable: the specs stream or the outcome store does
 	// not exist (or JetStream is off).
@@ -175,8 +178,15 @@ func Stored(snap *discover.Snapshot, so *StoredOutcome) (*Document, error) {
 		return nil, fail(CodeDecisionMissing, where, "outcome %s carries no decision record (written by a worker that records none): there is no task to explain", so.ID)
 	}
 	task := so.Decision.Task
-	if len(task) == 0 || task.Kind() == 'n' {
+	switch f := so.Failure; {
+	case len(task) == 0 || task.Kind() == 'n':
 		return nil, fail(CodeTaskNotRecorded, where, "outcome %s records no task: its task event could not be decoded", so.ID)
+	// Neither holds a resolver's decision to compare a run with (replay
+	// skips them too).
+	case f != nil && f.Code == resolve.CodeDeliveryExhausted:
+		return nil, fail(CodeDecisionMissing, where, "outcome %s is delivery_exhausted: the task was never decided, so there is no decision to explain", so.ID)
+	case f != nil && f.Details["reason"] == "outcome_too_large":
+		return nil, fail(CodeTaskNotRecorded, where, "outcome %s is outcome_too_large: its record holds the extra prompt's digest, not the task as sent", so.ID)
 	}
 	d, out := TaskData(snap, task)
 	r := &Recorded{

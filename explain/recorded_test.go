@@ -9,13 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rolecall/rolecall/discover"
+	"github.com/rolecall/rolecall/events"
 	"github.com/rolecall/rolecall/explain"
 	"github.com/rolecall/rolecall/internal/natstest"
 	"github.com/rolecall/rolecall/internal/outcometest"
 	"github.com/rolecall/rolecall/pipeline"
+	"github.com/rolecall/rolecall/resolve"
 )
 
 // store is a server with the specs stream and outcome store.
@@ -243,4 +246,38 @@ func TestLookupFailures(t *testing.T) {
 			t.Fatalf("Open: %v, want outcomes_unavailable", err)
 		}
 	})
+}
+
+// TestStoredNotADecision: an outcome whose record holds no resolver
+// decision to explain is a typed error, as replay skips it: a
+// delivery_exhausted outcome was never decided, and an outcome_too_large
+// record holds the extra prompt's digest instead of the task as sent.
+// Explaining them compared the resolver's run with a failure it never
+// made, and under the recorded configuration that read as a determinism
+// failure (same_config, changed: outcome).
+func TestStoredNotADecision(t *testing.T) {
+	snap := writeRoot(t, map[string]string{"packs/team.yaml": "roles:\n  tester:\n    model: m\n"})
+	for _, tc := range []struct {
+		name    string
+		failure events.FailureData
+		task    string
+		code    explain.Code
+	}{
+		{"delivery exhausted", events.FailureData{Stage: resolve.StageDecode, Code: resolve.CodeDeliveryExhausted, Details: map[string]any{}},
+			`{"task_id": "T-1", "role": "tester", "pack": "team"}`, explain.CodeDecisionMissing},
+		{"outcome too large", events.FailureData{Stage: resolve.StageMaterialize, Code: resolve.CodeMaterializeFailed, Details: map[string]any{"reason": "outcome_too_large"}},
+			`{"task_id": "T-2", "role": "tester", "pack": "team", "overrides": {"extra_prompt": "sha256:6b133d33d61d8a9baccbec66dd2e9601305a9ff5a20c3a99dd957fe5d9896b3a"}}`, explain.CodeTaskNotRecorded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := tc.failure
+			so := &explain.StoredOutcome{ID: "rc-1", Seq: 7, Failure: &f,
+				Decision: &events.Decision{ID: "rc-1", Config: explain.ConfigOf(snap), Task: jsontext.Value(tc.task), Inputs: []events.DecisionInput{}}}
+			if doc, err := explain.Stored(snap, so); !errors.Is(err, &explain.Error{Code: tc.code}) {
+				if doc != nil {
+					t.Logf("recorded: %+v", *doc.Recorded)
+				}
+				t.Fatalf("Stored: %v, want code %s", err, tc.code)
+			}
+		})
+	}
 }
