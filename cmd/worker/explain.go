@@ -73,7 +73,13 @@ func (c *explainCmd) Run(ctx context.Context, g *globals) error {
 			return err
 		}
 	} else {
-		doc, _ = explain.TaskData(snap, data)
+		var out pipeline.Outcome
+		doc, out = explain.TaskData(snap, data)
+		// As in worker resolve: a task file is no event, so the record
+		// has no outcome id, but it has this worker's version.
+		if d := out.Decision(); d != nil {
+			d.WorkerVersion = readBuildInfo().Version
+		}
 	}
 	switch {
 	case c.JSON:
