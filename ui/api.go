@@ -58,6 +58,10 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", "a filter value is longer than 128 bytes")
 		return
 	}
+	if !slices.Contains([]string{"", KindResolved, KindFailed, KindDrift, KindInvalid}, f.kind) {
+		writeError(w, http.StatusBadRequest, "bad_request", "kind must be resolved, failed, drift or invalid")
+		return
+	}
 	limit := DefaultLimit
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)

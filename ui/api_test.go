@@ -170,6 +170,7 @@ func TestList(t *testing.T) {
 		{name: "drift code", query: "code=drift", want: "drift"},
 		{name: "model", query: "model=model-a", want: "T-5 T-4"},
 		{name: "kind", query: "kind=failed", want: "T-3"},
+		{name: "kind invalid", query: "kind=invalid", want: "invalid"},
 		{name: "role and model", query: "role=tester&model=model-t", want: "T-2 T-1"},
 		{name: "nothing matches", query: "role=ghost", want: ""},
 		{name: "since a duration", query: "since=" + url.QueryEscape("57m30s"), want: "invalid drift T-5 T-4"},
@@ -250,7 +251,7 @@ func TestList(t *testing.T) {
 		}
 	})
 
-	for _, q := range []string{"limit=0", "limit=1001", "limit=x", "cursor=0", "cursor=-1", "since=yesterday", "role=" + strings.Repeat("a", 129)} {
+	for _, q := range []string{"limit=0", "limit=1001", "limit=x", "cursor=0", "cursor=-1", "since=yesterday", "role=" + strings.Repeat("a", 129), "kind=resolvd", "kind=Failed"} {
 		t.Run("bad "+q[:min(len(q), 12)], func(t *testing.T) {
 			code, _, body := get(t, s, "/api/decisions?"+q, nil)
 			if code != http.StatusBadRequest || !strings.Contains(string(body), `"code":"bad_request"`) {
