@@ -340,6 +340,10 @@ func TestDetail(t *testing.T) {
 		{"malformed id", "/api/decisions/rc-*", http.StatusNotFound, "outcome_not_found"},
 		{"id with a path", "/api/decisions/..%2Frc-1", http.StatusNotFound, "outcome_not_found"},
 		{"id with a space", "/api/decisions/rc%201", http.StatusNotFound, "outcome_not_found"},
+		// Paths the API does not serve answer in its error shape.
+		{"no id", "/api/decisions/", http.StatusNotFound, "not_found"},
+		{"a path under an id", "/api/decisions/rc-1/x", http.StatusNotFound, "not_found"},
+		{"another API path", "/api/decision", http.StatusNotFound, "not_found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, body := get(t, s, tc.path, nil)
@@ -389,6 +393,8 @@ func TestSecurity(t *testing.T) {
 		{"api with the token", locked, "/api/decisions", bearer("s3cret"), http.StatusOK},
 		{"detail without token", locked, "/api/decisions/" + f.ids[0], nil, http.StatusUnauthorized},
 		{"detail with the token", locked, "/api/decisions/" + f.ids[0], bearer("s3cret"), http.StatusOK},
+		{"an unknown API path without token", locked, "/api/nothing", nil, http.StatusUnauthorized},
+		{"an unknown API path with the token", locked, "/api/nothing", bearer("s3cret"), http.StatusNotFound},
 		{"a rebinding host without token", open, "/api/decisions", http.Header{"Host": {"evil.example:80"}}, http.StatusForbidden},
 		{"localhost", open, "/api/decisions", http.Header{"Host": {"localhost:8081"}}, http.StatusOK},
 		{"any host with a token", locked, "/api/decisions", http.Header{"Host": {"audit.example"}, "Authorization": {"Bearer s3cret"}}, http.StatusOK},

@@ -138,6 +138,10 @@ func Handler(opt Options) (http.Handler, error) {
 	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.Handle("GET /api/decisions", a.auth(http.HandlerFunc(a.list)))
 	mux.Handle("GET /api/decisions/{id}", a.auth(http.HandlerFunc(a.detail)))
+	// Every other API path answers in the API's error shape too.
+	mux.Handle("GET /api/", a.auth(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "the API serves /api/decisions and /api/decisions/{id}")
+	})))
 	return secure(opt.Token == nil, mux), nil
 }
 
