@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -190,7 +191,7 @@ func (a *api) detail(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, d)
 }
 
-// find reads the outcome with id: at seq when given and it is that
+// find reads the outcome with id: at seq when given and it holds that
 // outcome, else where the outcome store recorded it.
 func (a *api) find(ctx context.Context, id, seqParam string) (*jetstream.RawStreamMsg, error) {
 	if seq, err := strconv.ParseUint(seqParam, 10, 64); err == nil && seq > 0 {
@@ -198,8 +199,9 @@ func (a *api) find(ctx context.Context, id, seqParam string) (*jetstream.RawStre
 		if err != nil {
 			return nil, err
 		}
+		// A drift event has a message id too, and is no outcome.
 		m, err := stream.GetMsg(ctx, seq)
-		if err == nil && m.Header.Get("Nats-Msg-Id") == id {
+		if err == nil && m.Header.Get("Nats-Msg-Id") == id && !strings.HasPrefix(m.Subject, a.opt.Config.Prefix+".specs.drift.") {
 			return m, nil
 		}
 	}

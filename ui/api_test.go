@@ -312,6 +312,21 @@ func TestDetail(t *testing.T) {
 		}
 	})
 
+	t.Run("a drift event's sequence is no outcome", func(t *testing.T) {
+		// As the audit publishes it: the drift id is its message id.
+		ack, err := f.js.PublishMsg(context.Background(), &nats.Msg{Subject: "rolecall.specs.drift.model", Header: nats.Header{"Nats-Msg-Id": {"rd-1"}},
+			Data: []byte(`{"specversion": "1.0", "id": "rd-1", "source": "rolecall", "type": "` + audit.TypeDrift + `", "data": {"decision_id": "` + f.ids[0] + `", "allocation_id": "a2", "fields": [], "code": null}}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The same answer with the sequence as without it.
+		for _, path := range []string{fmt.Sprintf("/api/decisions/rd-1?seq=%d", ack.Sequence), "/api/decisions/rd-1"} {
+			if code, _, body := get(t, s, path, nil); code != http.StatusNotFound || !strings.Contains(string(body), `"code":"outcome_not_found"`) {
+				t.Errorf("%s: %d %s", path, code, body)
+			}
+		}
+	})
+
 	t.Run("another configuration", func(t *testing.T) {
 		id, _ := outcometest.Store(t, f.js, f.cfg, f.snap, outcometest.Outcome{Source: "planner", ID: "e9", Task: `{"task_id": "T-9", "role": "tester"}`, Digest: "sha256:before"})
 		_, _, body := get(t, s, "/api/decisions/"+id, nil)
