@@ -110,8 +110,12 @@ func missingProfile(name, via, role string, closest []string) *resolve.Resolutio
 // pack finds the selected pack: the task's, else the worker default.
 func (s *Snapshot) pack(task *string) (*PackFile, error) {
 	name, file, line := s.defaultPack()
-	if task != nil {
+	key := "pack"
+	switch {
+	case task != nil:
 		name, file, line = *task, "", 0
+	case file != "":
+		key = "default_pack" // the key of rolecall.yaml that names it
 	}
 	if pf, ok := s.Packs[name]; ok {
 		return pf, nil
@@ -123,7 +127,7 @@ func (s *Snapshot) pack(task *string) (*PackFile, error) {
 		file = packDir + "/" + name + packExt
 	}
 	h := s.packHint(name)
-	err := &Error{Code: resolve.CodePackNotFound, File: file, Line: line, Key: "pack", Subject: name, Message: h.msg}
+	err := &Error{Code: resolve.CodePackNotFound, File: file, Line: line, Key: key, Subject: name, Message: h.msg}
 	if len(h.closest) > 0 {
 		err.Extra = map[string]any{"closest": h.closest}
 	}

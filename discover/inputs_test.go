@@ -153,8 +153,8 @@ func TestInputsPackNotFound(t *testing.T) {
 	s = mustLoad(t, copyRoot(t, "default-pack-missing"))
 	_, err = s.Inputs(discover.Request{Ref: resolve.RoleName("architect")})
 	de = asError(t, err)
-	if de.Code != resolve.CodePackNotFound || !strings.HasPrefix(de.Error(), "rolecall.yaml:1: pack_not_found: ") {
-		t.Errorf("got %v", de)
+	if de.Code != resolve.CodePackNotFound || de.Key != "default_pack" || !strings.HasPrefix(de.Error(), "rolecall.yaml:1: pack_not_found: ") {
+		t.Errorf("got %v (key %q, want the key of rolecall.yaml that names the pack, default_pack)", de, de.Key)
 	}
 }
 
