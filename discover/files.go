@@ -61,19 +61,19 @@ func fileError(code resolve.Code, display string, err error) *Error {
 	var msg string
 	switch {
 	case isEscape(err):
-		return &Error{Code: resolve.CodePathEscape, File: display, Message: "the path or a symlink on it leads outside its trusted root"}
+		return &Error{Code: resolve.CodePathEscape, File: display, Message: "leads outside its trusted root through a symlink"}
 	case errors.Is(err, fs.ErrNotExist):
 		msg = "does not exist"
 	case errors.Is(err, syscall.ELOOP):
-		msg = "too many levels of symbolic links"
+		msg = "has too many levels of symbolic links"
 	case errors.Is(err, fs.ErrPermission):
-		msg = "permission denied"
+		msg = "is not readable: permission denied"
 	default:
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		msg = "cannot read: " + err.Error()
+		msg = "cannot be read: " + err.Error()
 	}
 	return &Error{Code: code, File: display, Message: msg}
 }
@@ -90,7 +90,7 @@ func readFile(t tree, name string, code resolve.Code) ([]byte, *Error) {
 func readFileLimit(t tree, name string, code resolve.Code, limit int64) ([]byte, *Error) {
 	display := t.display(name)
 	if !filepath.IsLocal(filepath.FromSlash(name)) {
-		return nil, &Error{Code: resolve.CodePathEscape, File: display, Message: "the path leaves its trusted root"}
+		return nil, &Error{Code: resolve.CodePathEscape, File: display, Message: "leaves its trusted root"}
 	}
 	fi, err := t.stat(name)
 	if err != nil {

@@ -186,6 +186,10 @@ func TestPlaceholderSymlinkEscapes(t *testing.T) {
 	if err == nil || err.Code != resolve.CodePathEscape || err.File != "packs/team.yaml" || err.Line != 3 {
 		t.Fatalf("a symlink out of the root: %v, want path_escape at packs/team.yaml:3", err)
 	}
+	// The message follows the file's name as a sentence does.
+	if want := "placeholder ${file:prompts/esc.txt}: prompts/esc.txt leads outside its trusted root through a symlink"; !strings.HasSuffix(err.Message, want) {
+		t.Errorf("message %q, want it to end with %q", err.Message, want)
+	}
 	if strings.Contains(err.Error(), secret) {
 		t.Errorf("the error carries the file's content: %v", err)
 	}
