@@ -155,8 +155,27 @@ func DecodeRecorded(body []byte) (RecordedRequest, error) {
 			member = "id"
 		}
 		return r, requestInvalid(member, ReasonRequired, "give outcome_id, or source and id")
+	case r.OutcomeID != "" && !isOutcomeID(r.OutcomeID):
+		// Not quoted: it may be as long as the request, and a key that
+		// long does not even fit the look-up's subject.
+		return r, requestInvalid("outcome_id", ReasonInvalidName, "outcome_id is not an outcome id (%s and 32 lowercase hex digits)", events.OutcomeIDPrefix)
 	}
 	return r, nil
+}
+
+// isOutcomeID reports whether id has the shape of every outcome id:
+// events.OutcomeIDPrefix and 32 lowercase hex digits.
+func isOutcomeID(id string) bool {
+	hexPart, ok := strings.CutPrefix(id, events.OutcomeIDPrefix)
+	if !ok || len(hexPart) != 32 {
+		return false
+	}
+	for _, c := range []byte(hexPart) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // RosterRequest is the roster endpoint's request.

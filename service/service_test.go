@@ -657,7 +657,7 @@ func TestNoConfigYet(t *testing.T) {
 	for _, tc := range []struct{ endpoint, body string }{
 		{"resolve", task},
 		{"explain", task},
-		{"explain", `{"outcome_id":"rc-0"}`},
+		{"explain", `{"outcome_id":"rc-00000000000000000000000000000000"}`},
 		{"roster", `{"pack":"research"}`},
 		{"validate", `{}`},
 		{"config", ``},
@@ -732,7 +732,7 @@ func TestExplainFailureIsResolveFailure(t *testing.T) {
 func TestMemberNamesAreReadAsJSON(t *testing.T) {
 	h := start(t, examples, service.Options{})
 	for _, tc := range []struct{ endpoint, plain, escaped string }{
-		{"explain", `{"outcome_id":"rc-0"}`, `{"outcome\u005fid":"rc-0"}`},
+		{"explain", `{"outcome_id":"rc-00000000000000000000000000000000"}`, `{"outcome\u005fid":"rc-00000000000000000000000000000000"}`},
 		{"explain", `{"source":"urn:p","id":"x"}`, `{"sourc\u0065":"urn:p","\u0069d":"x"}`},
 		{"resolve", `{"specversion":"1.0","id":"x"}`, `{"spec\u0076ersion":"1.0","id":"x"}`},
 		{"explain", `{"specversion":"1.0","id":"x","source":"urn:p"}`, `{"spec\u0076ersion":"1.0","id":"x","source":"urn:p"}`},
@@ -743,4 +743,48 @@ func TestMemberNamesAreReadAsJSON(t *testing.T) {
 			t.Errorf("%s %s: %s %s\n%s: %s %s", tc.endpoint, tc.plain, pc, p.Data, tc.escaped, ec, e.Data)
 		}
 	}
+}
+
+// TestExplainRecordedIDShape: an outcome_id that is not rc- and 32
+// lowercase hex digits is request_invalid, without a look-up: one as long
+// as a request made the look-up's subject overrun the server's control
+// line, and the server closed the service's connection for good.
+func TestExplainRecordedIDShape(t *testing.T) {
+	h := start(t, examples, service.Options{})
+	if _, err := pipeline.Ensure(context.Background(), h.js, pipeline.DefaultConfig()); err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(h.svcNC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withJS, err := service.Start(h.svcNC, h.src, service.Options{Pipeline: pipeline.Config{Prefix: "js"}, JetStream: js, Instance: "with-js"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer withJS.Stop()
+	for _, id := range []string{
+		"rc-" + strings.Repeat("a", 5000),
+		"rc-0",
+		"rc-0123456789abcdef0123456789abcdeF",
+		"RC-0123456789abcdef0123456789abcdef",
+		"rc-0123456789abcdef0123456789abcdef0",
+		"a.>", "*", "a b", ".x",
+	} {
+		m, err := h.client.Request(service.Subject("js", "explain"), []byte(`{"outcome_id":"`+id+`"}`), 5*time.Second)
+		if err != nil {
+			t.Fatalf("outcome_id %.40s: %v", id, err)
+		}
+		body := wantErr(t, "outcome_id "+id[:min(len(id), 40)], m, "400", "request_invalid")
+		if d, _ := body["details"].(map[string]any); d["reason"] != service.ReasonInvalidName || d["field"] != "outcome_id" {
+			t.Errorf("outcome_id %.40s: details %v", id, body["details"])
+		}
+	}
+	// The instance still answers.
+	wantErr(t, "an empty request", h.request2("js.svc.explain"), "400", "task_invalid")
+	m, err := h.client.Request(service.Subject("js", "explain"), []byte(`{"outcome_id":"rc-0123456789abcdef0123456789abcdef"}`), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "a well-formed unknown id", m, "400", "outcome_not_found")
 }
