@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -180,27 +181,28 @@ func (w *Worker) outcomeID(d *delivery) string {
 
 // publish encodes the outcome and stores it in the specs stream, retrying
 // transient faults in place, inside the publish span. An outcome the
-// server can never take is turned into the typed failure
-// outcome_too_large, which it can.
+// server can never take is made smaller (shrink) until it can be: a
+// resolved one becomes the typed failure outcome_too_large.
 func (w *Worker) publish(ctx context.Context, d *delivery) (ack *jetstream.PubAck, err error) {
 	err = w.obs.publish(ctx, d, func(ctx context.Context) error {
-		m, err := w.encode(ctx, d)
-		if err != nil {
-			return err
-		}
-		d.subject = m.Subject
-		ack, err = w.store(ctx, d, m)
-		if isTooLarge(err) && d.out.Resolved != nil {
-			// The specs stream's own limit (max_msg_size) is below the
-			// connection's.
-			d.out = TooLarge(d.out, d.inc.Task, len(m.Data), -1)
-			if m, err = w.encode(ctx, d); err != nil {
+		for {
+			m, err := w.encode(ctx, d)
+			if err != nil {
 				return err
 			}
 			d.subject = m.Subject
 			ack, err = w.store(ctx, d, m)
+			if !isTooLarge(err) {
+				return err
+			}
+			// The specs stream's own limit (max_msg_size) is below the
+			// connection's.
+			smaller, ok := shrink(d.out, d.inc.Task, len(m.Data), -1)
+			if !ok {
+				return err
+			}
+			d.out = smaller
 		}
-		return err
 	})
 	return ack, err
 }
@@ -235,6 +237,25 @@ func TooLarge(out Outcome, task events.Task, size int, limit int64) Outcome {
 		TaskID: nonEmpty(&task.TaskID), Stage: resolve.StageMaterialize, Code: resolve.CodeMaterializeFailed,
 		Details: details, Message: msg, Decision: withoutExtraPrompt(out.Decision(), task),
 	}}
+}
+
+// shrink is the smaller form of an outcome of size bytes that is over
+// limit (as TooLarge), and false when there is none: a resolved outcome
+// becomes TooLarge; a failure keeps its code, and its decision record
+// drops the task (null), the one part of a failure as large as its task.
+// The task event still holds it.
+func shrink(out Outcome, task events.Task, size int, limit int64) (Outcome, bool) {
+	if out.Resolved != nil {
+		return TooLarge(out, task, size, limit), true
+	}
+	if out.Failure.Decision == nil || string(out.Failure.Decision.Task) == "null" {
+		return out, false
+	}
+	f, dec := *out.Failure, *out.Failure.Decision
+	dec.Task = jsontext.Value("null")
+	f.Decision = &dec
+	out.Failure = &f
+	return out, true
 }
 
 // DecodeFailed is the outcome of a task event that could not be decoded
@@ -282,26 +303,37 @@ func (w *Worker) encode(ctx context.Context, d *delivery) (*nats.Msg, error) {
 
 // EncodeOutcome encodes out as the worker publishes it and leaves in out
 // what was encoded: resolved data that cannot be encoded (a bug) becomes
-// a materialize_failed failure rather than a retry forever, and a
-// resolved outcome whose message would exceed maxPayload (0: no limit)
-// becomes TooLarge. The worker and the micro service's preview both
+// a materialize_failed failure rather than a retry forever, and an
+// outcome whose message would exceed maxPayload (0: no limit) is shrunk:
+// a resolved one becomes TooLarge, a failure loses its record's task. The worker and the micro service's preview both
 // encode through it, so a preview cannot differ from the outcome. The
 // encoder sets Nats-Msg-Id to meta.ID, which JetStream deduplicates on.
 func EncodeOutcome(cfg Config, meta events.OutcomeMeta, task events.Task, out *Outcome, maxPayload int64) (*nats.Msg, error) {
+	for {
+		m, err := encodeOutcome(cfg, meta, task, out)
+		if err != nil || maxPayload <= 0 || messageSize(m.Subject, m.Header, m.Data)+64 <= maxPayload {
+			return m, err
+		}
+		smaller, ok := shrink(*out, task, len(m.Data), maxPayload)
+		if !ok {
+			return m, nil
+		}
+		*out = smaller
+	}
+}
+
+// encodeOutcome is EncodeOutcome without the size limit.
+func encodeOutcome(cfg Config, meta events.OutcomeMeta, task events.Task, out *Outcome) (*nats.Msg, error) {
 	if out.Resolved != nil {
 		subject, h, body, err := events.EncodeResolved(cfg.Prefix, meta, out.Resolved)
-		switch {
-		case err != nil:
-			dec := out.Resolved.Decision
-			out.Failure = FailureFrom(&task.TaskID, resolve.StageMaterialize, err)
-			out.Failure.Code = resolve.CodeMaterializeFailed
-			out.Failure.Decision = dec
-			out.Resolved = nil
-		case maxPayload > 0 && messageSize(subject, h, body)+64 > maxPayload:
-			*out = TooLarge(*out, task, len(body), maxPayload)
-		default:
+		if err == nil {
 			return &nats.Msg{Subject: subject, Header: h, Data: body}, nil
 		}
+		dec := out.Resolved.Decision
+		out.Failure = FailureFrom(&task.TaskID, resolve.StageMaterialize, err)
+		out.Failure.Code = resolve.CodeMaterializeFailed
+		out.Failure.Decision = dec
+		out.Resolved = nil
 	}
 	subject, h, body, err := events.EncodeFailed(cfg.Prefix, meta, out.Failure)
 	if err != nil {

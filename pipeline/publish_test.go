@@ -178,3 +178,67 @@ func TestPoisonOutcomeDoesNotStallOthers(t *testing.T) {
 		}
 	}
 }
+
+// TestFailureOutcomeTooLargeKeepsItsCode: a failure outcome over the specs
+// stream's max_msg_size (its decision record holds the task, here with a
+// large extra prompt or a long tools list) is published with its own code
+// and no task in its record. It used to be refused on every delivery, and
+// then its delivery_exhausted outcome too, which was retried forever: the
+// task never got an outcome.
+func TestFailureOutcomeTooLargeKeepsItsCode(t *testing.T) {
+	tools := make([]string, 12000)
+	for i := range tools {
+		tools[i] = fmt.Sprintf(`"t%05d"`, i)
+	}
+	cases := []struct{ name, overrides string }{
+		{"extra prompt", `"extra_prompt":"` + strings.Repeat("z", 100<<10) + `"`},
+		{"tools", `"tools":[` + strings.Join(tools, ",") + `]`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			srv := natstest.Start(t)
+			nc := natstest.Connect(t, srv)
+			js, err := jetstream.New(nc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{
+				Name: cfg.SpecsStream, Subjects: []string{"rolecall.specs.>"}, Duplicates: cfg.DuplicateWindow, MaxMsgSize: 64 << 10,
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pipeline.Ensure(context.Background(), js, cfg); err != nil {
+				t.Fatal(err)
+			}
+			h := &harness{t: t, nc: nc, js: js, cfg: cfg}
+			h.start(loadSource(t, emptyRoot(t)), pipeline.Options{})
+			id := h.submit(`{"task_id":"T-big","role":"no-such-role","overrides":{`+tc.overrides+`}}`, false)
+			outs := h.waitOutcomes(1, 20*time.Second)
+			exactlyOnce(t, []string{id}, outs)
+			f := failureOf(t, outs[0].ev)
+			if f.Code != resolve.CodeRoleUnknown || f.TaskID == nil || *f.TaskID != "T-big" || f.Decision == nil {
+				t.Fatalf("got %s for task %v (decision %v), want role_unknown for T-big with a decision record", f.Code, f.TaskID, f.Decision != nil)
+			}
+			if string(f.Decision.Task) != "null" {
+				t.Errorf("decision task %.200s, want null", f.Decision.Task)
+			}
+		})
+	}
+}
+
+// The same at the connection's max payload, which EncodeOutcome checks
+// before publishing (the service's preview encodes through it too).
+func TestEncodeOutcomeFailureOverMaxPayload(t *testing.T) {
+	prompt := strings.Repeat("z", 100<<10)
+	task := events.Task{TaskID: "T-big", Role: "no-such-role", Override: &events.Overrides{ExtraPrompt: &prompt}}
+	out := pipeline.Handle(loadSource(t, emptyRoot(t)).snap, task, resolve.RoleName(task.Role), nil)
+	meta := events.OutcomeMeta{ID: events.OutcomeID("urn:test", "e-1")}
+	m, err := pipeline.EncodeOutcome(pipeline.Config{}, meta, task, &out, 64<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Data) > 64<<10 || out.Code() != resolve.CodeRoleUnknown || string(out.Failure.Decision.Task) != "null" {
+		t.Errorf("outcome %s of %d bytes, decision task %.100s; want role_unknown under 64 KiB without the task", out.Code(), len(m.Data), out.Failure.Decision.Task)
+	}
+}
