@@ -127,6 +127,10 @@ func syntaxError(path string, sy *jsontext.SyntacticError) *DecodeError {
 		return taskInvalid(path, ReasonDuplicateKey, "member %s appears twice", describe(path))
 	case strings.Contains(sy.Err.Error(), "invalid UTF-8"):
 		return taskInvalid(path, ReasonInvalidUTF8, "%s holds invalid UTF-8", describe(path))
+	case strings.Contains(sy.Err.Error(), "invalid surrogate pair"):
+		// An escaped lone surrogate (\ud800) is no character: the string
+		// has no UTF-8 form.
+		return taskInvalid(path, ReasonInvalidUTF8, "%s holds an unpaired UTF-16 surrogate escape", describe(path))
 	case isDepthError(sy):
 		return taskInvalid(path, ReasonTooDeep, "%s is nested too deeply", describe(path))
 	}

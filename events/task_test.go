@@ -166,6 +166,12 @@ var taskInvalidCases = []struct {
 
 	// Invalid UTF-8.
 	{"invalid utf-8", "{\"task_id\":\"T\",\"role\":\"a\",\"overrides\":{\"extra_prompt\":\"\xff\"}}", "overrides.extra_prompt", events.ReasonInvalidUTF8},
+	// An escaped lone surrogate is no character, so no UTF-8 either: as
+	// invalid UTF-8 (it was reported as a syntax error of the whole data).
+	{"lone high surrogate", `{"task_id":"T","role":"a","overrides":{"extra_prompt":"x\ud800"}}`, "overrides.extra_prompt", events.ReasonInvalidUTF8},
+	{"lone low surrogate", `{"task_id":"\udc00","role":"a"}`, "task_id", events.ReasonInvalidUTF8},
+	{"high surrogate before a non-surrogate", `{"task_id":"T","role":"a","modes":["a\ud800\u0041"]}`, "modes[0]", events.ReasonInvalidUTF8},
+	{"lone surrogate in a tool key", `{"task_id":"T","role":"a","overrides":{"permissions":{"mode":"rules","allow":{"\udfff":[]}}}}`, "overrides.permissions.allow", events.ReasonInvalidUTF8},
 }
 
 func TestDecodeTaskDataInvalid(t *testing.T) {
