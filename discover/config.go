@@ -197,11 +197,15 @@ func (d *ydoc) profileRoots(n *yaml.Node, key string, cfg *Config) *Error {
 	if err != nil {
 		return err
 	}
-	seen := map[string]bool{profileDir: true}
+	seen := map[string]bool{}
 	for i, r := range roots {
-		cfg.KeyLines[fmt.Sprintf("%s[%d]", key, i)] = n.Content[i].Line + d.off
-		if seen[r] {
-			return d.errAt(n.Content[i], key, "%q is listed twice (agents/ is always the first profile root)", r)
+		ikey := fmt.Sprintf("%s[%d]", key, i)
+		cfg.KeyLines[ikey] = n.Content[i].Line + d.off
+		switch {
+		case r == profileDir:
+			return d.errAt(n.Content[i], ikey, "%q may not be listed: it is always the first profile root", r)
+		case seen[r]:
+			return d.errAt(n.Content[i], ikey, "%q is listed twice", r)
 		}
 		seen[r] = true
 	}

@@ -582,10 +582,11 @@ func (s *scanner) scanConfigured(t tree, sp scanPaths, lines map[string]int) con
 			}
 		}
 		if e != nil {
-			// Report at the rolecall.yaml line that named the root.
+			// Report at the rolecall.yaml key and line that named the root.
+			key := fmt.Sprintf("profile_roots[%d]", i)
 			p.errs = append(p.errs, &Error{
-				Code: e.Code, File: ConfigFile, Line: lines[fmt.Sprintf("profile_roots[%d]", i)], Key: "profile_roots",
-				Message: fmt.Sprintf("profile root %q: %s", r, e.Message),
+				Code: e.Code, File: ConfigFile, Line: lines[key], Key: key,
+				Message: fmt.Sprintf("key %q: profile root %q %s", key, r, e.Message),
 			})
 			p.roots = append(p.roots, nil)
 			continue

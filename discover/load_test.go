@@ -112,7 +112,7 @@ func TestLoadRefuses(t *testing.T) {
 			writeFile(t, dir, "rolecall.yaml", "profile_roots:\n  - extra\n")
 			writeFile(t, filepath.Dir(dir), "elsewhere/bot.md", "---\ndisposition: replacement\n---\nX.\n")
 			symlink(t, "../elsewhere", dir, "extra")
-		}, code: resolve.CodePathEscape, where: "rolecall.yaml:2", msg: `profile root "extra"`},
+		}, code: resolve.CodePathEscape, where: "rolecall.yaml:2", msg: `key "profile_roots[0]": profile root "extra" leads outside its trusted root`},
 		{name: "symlink out of a profile root stays refused inside the config root", setup: func(t *testing.T, dir string) {
 			// The target is inside the config root but outside the profile
 			// root, which is its own os.Root.
@@ -135,7 +135,7 @@ func TestLoadRefuses(t *testing.T) {
 		{name: "defaults.yolo is a string", root: "config-yolo-string", code: resolve.CodeConfigInvalid, where: "rolecall.yaml:2", msg: `key "defaults.yolo": must be true or false`},
 		{name: "legacy_profiles: maybe", root: "config-legacy-bad", code: resolve.CodeConfigInvalid, where: "rolecall.yaml:1", msg: `key "legacy_profiles": must be allow or reject`},
 		{name: "ack_wait: 30", root: "config-duration-int", code: resolve.CodeConfigInvalid, where: "rolecall.yaml:2", msg: `key "nats.ack_wait": must be a duration string such as "30s", got integer "30"`},
-		{name: "profile root missing", root: "config-profile-root-missing", code: resolve.CodeConfigInvalid, where: "rolecall.yaml:1", msg: `profile root "nowhere": does not exist`},
+		{name: "profile root missing", root: "config-profile-root-missing", code: resolve.CodeConfigInvalid, where: "rolecall.yaml:1", msg: `key "profile_roots[0]": profile root "nowhere" does not exist`},
 		{name: "preamble missing", root: "config-preamble-missing", code: resolve.CodeConfigInvalid, where: "rolecall.yaml:1", msg: `"prompts/none.md" does not exist`},
 		{name: "bad permission glob", root: "config-bad-glob", code: resolve.CodeConfigInvalid, where: "rolecall.yaml:5", msg: `key "defaults.permissions.allow.Bash[0]": invalid glob pattern "[unclosed"`},
 		{name: "permissions without mode", root: "config-permissions-no-mode", code: resolve.CodeConfigInvalid, where: "rolecall.yaml:2", msg: `key "defaults.permissions.mode": is required`},
