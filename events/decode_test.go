@@ -567,6 +567,23 @@ func TestDecodeTaskNotJSONMessageStable(t *testing.T) {
 	}
 }
 
+// A not_json message says where the body stops being JSON, in words of
+// its own: it used to carry the decoder's Go package name ("jsontext: ").
+func TestDecodeTaskNotJSONMessage(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"specversion":"1.0","id":"1","data":{"tools":[true}}`, `invalid character '}' after array element (expecting ',' or ']') within "/data/tools" after offset 51`},
+		{`{"specversion":"1.0","id":"\x"}`, "invalid escape sequence `\\x` in string within \"/id\" after offset 27"},
+		{"\ufeff{}", `invalid character '\ufeff' at start of value`},
+		{`nul`, `unexpected EOF after offset 3`},
+	} {
+		_, err := events.DecodeTask(nil, []byte(tc.body), events.DecodeOptions{})
+		de := wantDecodeError(t, err, resolve.CodeEventInvalid, "", events.ReasonNotJSON)
+		if want := "structured event body is not valid JSON: " + tc.want; de.Message != want {
+			t.Errorf("body %q: message %q, want %q", tc.body, de.Message, want)
+		}
+	}
+}
+
 // TestDecodeTaskHostileCorpus decodes the hostile corpus (testdata/hostile,
 // which ./reliability also sends to a real worker): each entry gives the
 // decode failure its manifest names, with its subject and task id, and

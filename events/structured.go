@@ -291,7 +291,8 @@ func notJSON(err error) *DecodeError {
 	if err == nil || err == io.EOF {
 		return eventInvalid("", ReasonNotJSON, "structured event body is not a JSON object")
 	}
-	return eventInvalid("", ReasonNotJSON, "structured event body is not valid JSON: %v", err)
+	// Without the decoder's package name: the message is the outcome's.
+	return eventInvalid("", ReasonNotJSON, "structured event body is not valid JSON: %s", strings.TrimPrefix(err.Error(), "jsontext: "))
 }
 
 var errNotString, errBadUTF8 = errors.New("must be a JSON string"), errors.New("is not valid UTF-8")
