@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -198,14 +199,14 @@ type rosterCmd struct {
 }
 
 func (c *rosterCmd) Run(_ context.Context, g *globals) error {
+	// A usage error is found before any work, and is no task's failure.
+	var re *resolve.ResolutionError
+	if c.Pack != "" && errors.As(resolve.ValidateName("--pack", c.Pack), &re) {
+		return usageErr("%s", re.Message)
+	}
 	snap, err := discover.Load(g.Root, g.discoverOptions())
 	if err != nil {
 		return printFailure(g.stdout, pipeline.FailureFrom(nil, resolve.StageDiscover, err))
-	}
-	if c.Pack != "" {
-		if err := resolve.ValidateName("pack", c.Pack); err != nil {
-			return usageErr("--pack: %v", err)
-		}
 	}
 	if c.JSON {
 		entries, err := snap.RosterEntries(c.Pack)
