@@ -36,8 +36,9 @@ const (
 	CodeDecisionMissing Code = "decision_missing"
 	// CodeTaskNotRecorded: the decision records no task, because the task
 	// event could not be decoded (the outcome is event_invalid or
-	// task_invalid), or not the task as sent (outcome_too_large: the
-	// extra prompt is replaced by its digest).
+	// task_invalid) or the failure would have been too large to publish
+	// with it, or not the task as sent (outcome_too_large: the extra
+	// prompt is replaced by its digest).
 	CodeTaskNotRecorded Code = "task_not_recorded"
 	// CodeOutcomesUnavailable: the specs stream or the outcome store does
 	// not exist (or JetStream is off).
@@ -179,14 +180,19 @@ func Stored(snap *discover.Snapshot, so *StoredOutcome) (*Document, error) {
 	}
 	task := so.Decision.Task
 	switch f := so.Failure; {
-	case len(task) == 0 || task.Kind() == 'n':
-		return nil, fail(CodeTaskNotRecorded, where, "outcome %s records no task: its task event could not be decoded", so.ID)
 	// Neither holds a resolver's decision to compare a run with (replay
 	// skips them too).
 	case f != nil && f.Code == resolve.CodeDeliveryExhausted:
 		return nil, fail(CodeDecisionMissing, where, "outcome %s is delivery_exhausted: the task was never decided, so there is no decision to explain", so.ID)
 	case f != nil && f.Details["reason"] == "outcome_too_large":
 		return nil, fail(CodeTaskNotRecorded, where, "outcome %s is outcome_too_large: its record holds the extra prompt's digest, not the task as sent", so.ID)
+	case len(task) != 0 && task.Kind() != 'n':
+	case f != nil && f.Stage != resolve.StageDecode:
+		// The task decoded; the failure would have been over the message
+		// size limit with it, so the worker left it out.
+		return nil, fail(CodeTaskNotRecorded, where, "outcome %s records no task: the outcome would have been too large to publish with it", so.ID)
+	default:
+		return nil, fail(CodeTaskNotRecorded, where, "outcome %s records no task: its task event could not be decoded", so.ID)
 	}
 	d, out := TaskData(snap, task)
 	r := &Recorded{

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -262,21 +263,33 @@ func TestStoredNotADecision(t *testing.T) {
 		failure events.FailureData
 		task    string
 		code    explain.Code
+		// message is a part of the error's message: the reason.
+		message string
 	}{
 		{"delivery exhausted", events.FailureData{Stage: resolve.StageDecode, Code: resolve.CodeDeliveryExhausted, Details: map[string]any{}},
-			`{"task_id": "T-1", "role": "tester", "pack": "team"}`, explain.CodeDecisionMissing},
+			`{"task_id": "T-1", "role": "tester", "pack": "team"}`, explain.CodeDecisionMissing, "never decided"},
+		{"delivery exhausted, its task event gone", events.FailureData{Stage: resolve.StageDeliver, Code: resolve.CodeDeliveryExhausted, Details: map[string]any{}},
+			`null`, explain.CodeDecisionMissing, "never decided"},
+		// A failure the worker published without its task, which would
+		// have made it too large: the task did decode.
+		{"a failure too large with its task", events.FailureData{Stage: resolve.StageResolve, Code: resolve.CodeModeUnknown, Details: map[string]any{}},
+			`null`, explain.CodeTaskNotRecorded, "too large"},
+		{"a task that did not decode", events.FailureData{Stage: resolve.StageDecode, Code: resolve.CodeTaskInvalid, Details: map[string]any{}},
+			`null`, explain.CodeTaskNotRecorded, "could not be decoded"},
 		{"outcome too large", events.FailureData{Stage: resolve.StageMaterialize, Code: resolve.CodeMaterializeFailed, Details: map[string]any{"reason": "outcome_too_large"}},
-			`{"task_id": "T-2", "role": "tester", "pack": "team", "overrides": {"extra_prompt": "sha256:6b133d33d61d8a9baccbec66dd2e9601305a9ff5a20c3a99dd957fe5d9896b3a"}}`, explain.CodeTaskNotRecorded},
+			`{"task_id": "T-2", "role": "tester", "pack": "team", "overrides": {"extra_prompt": "sha256:6b133d33d61d8a9baccbec66dd2e9601305a9ff5a20c3a99dd957fe5d9896b3a"}}`, explain.CodeTaskNotRecorded, "digest"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := tc.failure
 			so := &explain.StoredOutcome{ID: "rc-1", Seq: 7, Failure: &f,
 				Decision: &events.Decision{ID: "rc-1", Config: explain.ConfigOf(snap), Task: jsontext.Value(tc.task), Inputs: []events.DecisionInput{}}}
-			if doc, err := explain.Stored(snap, so); !errors.Is(err, &explain.Error{Code: tc.code}) {
+			doc, err := explain.Stored(snap, so)
+			var xe *explain.Error
+			if !errors.As(err, &xe) || xe.Code != tc.code || !strings.Contains(xe.Message, tc.message) {
 				if doc != nil {
 					t.Logf("recorded: %+v", *doc.Recorded)
 				}
-				t.Fatalf("Stored: %v, want code %s", err, tc.code)
+				t.Fatalf("Stored: %v, want code %s saying %q", err, tc.code, tc.message)
 			}
 		})
 	}

@@ -276,16 +276,21 @@ func One(snap *discover.Snapshot, so *explain.StoredOutcome, handle HandleFunc) 
 		r.Status, r.Reason = StatusSkipped, why
 		return r
 	}
-	d := so.Decision
+	d, f := so.Decision, so.Failure
+	noTask := d != nil && (len(d.Task) == 0 || d.Task.Kind() == 'n')
 	switch {
 	case d == nil:
 		return skip("the outcome carries no decision record")
-	case len(d.Task) == 0 || d.Task.Kind() == 'n':
-		return skip("the task event could not be decoded: no task was recorded")
-	case so.Failure != nil && so.Failure.Code == resolve.CodeDeliveryExhausted:
+	case f != nil && f.Code == resolve.CodeDeliveryExhausted:
 		return skip("delivery_exhausted: no decision was made")
-	case so.Failure != nil && so.Failure.Details["reason"] == "outcome_too_large":
+	case f != nil && f.Details["reason"] == "outcome_too_large":
 		return skip("outcome_too_large: the record holds the extra prompt's digest, not the prompt")
+	case noTask && f != nil && f.Stage != resolve.StageDecode:
+		// The task decoded; the failure would have been over the message
+		// size limit with it, so the worker left it out.
+		return skip("no task was recorded: the outcome would have been too large to publish with it")
+	case noTask:
+		return skip("the task event could not be decoded: no task was recorded")
 	case snap == nil:
 		return skip("no configuration")
 	}

@@ -1,6 +1,7 @@
 package replay_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -94,16 +95,27 @@ func TestOne(t *testing.T) {
 		t.Errorf("non-deterministic: %+v", r)
 	}
 
-	for name, mutate := range map[string]func(*explain.StoredOutcome){
-		"no record":          func(so *explain.StoredOutcome) { so.Decision = nil },
-		"no task":            func(so *explain.StoredOutcome) { so.Decision.Task = jsontext.Value("null") },
-		"delivery exhausted": func(so *explain.StoredOutcome) { so.Failure.Code = resolve.CodeDeliveryExhausted },
-		"too large":          func(so *explain.StoredOutcome) { so.Failure.Details = map[string]any{"reason": "outcome_too_large"} },
+	noTask := func(so *explain.StoredOutcome) { so.Decision.Task = jsontext.Value("null") }
+	for _, tc := range []struct {
+		name   string
+		mutate func(*explain.StoredOutcome)
+		reason string // a part of the reason
+	}{
+		{"no record", func(so *explain.StoredOutcome) { so.Decision = nil }, "no decision record"},
+		{"no task", func(so *explain.StoredOutcome) {
+			noTask(so)
+			so.Failure.Stage, so.Failure.Code = resolve.StageDecode, resolve.CodeTaskInvalid
+		}, "could not be decoded"},
+		// The worker leaves the task out of a failure too large with it.
+		{"no task, a failure too large with it", noTask, "too large"},
+		{"delivery exhausted", func(so *explain.StoredOutcome) { so.Failure.Code = resolve.CodeDeliveryExhausted }, "delivery_exhausted"},
+		{"delivery exhausted, its task event gone", func(so *explain.StoredOutcome) { noTask(so); so.Failure.Code = resolve.CodeDeliveryExhausted }, "delivery_exhausted"},
+		{"too large", func(so *explain.StoredOutcome) { so.Failure.Details = map[string]any{"reason": "outcome_too_large"} }, "outcome_too_large"},
 	} {
 		so := stored(t, snap, `{"task_id": "T-5", "role": "ghost"}`)
-		mutate(so)
-		if r := replay.One(snap, so, nil); r.Status != replay.StatusSkipped || r.Reason == "" {
-			t.Errorf("%s: %+v", name, r)
+		tc.mutate(so)
+		if r := replay.One(snap, so, nil); r.Status != replay.StatusSkipped || !strings.Contains(r.Reason, tc.reason) {
+			t.Errorf("%s: %+v, want skipped saying %q", tc.name, r, tc.reason)
 		}
 	}
 	so := stored(t, snap, tester)
