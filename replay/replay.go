@@ -176,6 +176,11 @@ func Run(ctx context.Context, js jetstream.JetStream, opt Options, each func(Res
 	if !strings.HasPrefix(filter, cfg.Prefix+".specs.") {
 		return sum, fail(CodeFilterInvalid, map[string]any{"filter": filter}, "filter %q is not a subject of stream %s (%s)", filter, cfg.SpecsStream, all)
 	}
+	// The client passes an empty token over, and the server does not
+	// answer the consumer request it makes.
+	if slices.Contains(strings.Split(filter, "."), "") {
+		return sum, fail(CodeFilterInvalid, map[string]any{"filter": filter}, "filter %q has an empty token", filter)
+	}
 	stream, err := js.Stream(ctx, cfg.SpecsStream)
 	if err != nil {
 		return sum, unavailable(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/rolecall/rolecall/discover"
 	"github.com/rolecall/rolecall/internal/natstest"
@@ -61,5 +62,28 @@ func TestRunAgainstBundleRevisions(t *testing.T) {
 	var re *replay.Error
 	if !errors.As(err, &re) || re.Code != replay.CodeConfigUnavailable || re.Details["revision"] != uint64(7) {
 		t.Errorf("loader failure: %v", err)
+	}
+}
+
+// TestRunFilterInvalid: a filter that is no subject of the specs stream,
+// or no valid subject, is filter_invalid before anything is read.
+func TestRunFilterInvalid(t *testing.T) {
+	srv := natstest.Start(t)
+	js := natstest.JetStream(t, natstest.Connect(t, srv))
+	ctx := context.Background()
+	cfg := pipeline.DefaultConfig()
+	if _, err := pipeline.Ensure(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	snap := load(t, map[string]string{"packs/team.yaml": "roles:\n  tester:\n    model: t\n"})
+	for _, filter := range []string{"other.>", "rolecall.specs", "rolecall.specs.", "rolecall.specs..x", "rolecall.specs.resolved..>", "rolecall.specs.>.x", "rolecall.specs.a b"} {
+		t.Run(filter, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			_, err := replay.Run(ctx, js, replay.Options{Config: cfg, Filter: filter, Snapshot: snap}, nil)
+			if !errors.Is(err, &replay.Error{Code: replay.CodeFilterInvalid}) {
+				t.Errorf("filter %q: %v, want filter_invalid", filter, err)
+			}
+		})
 	}
 }
