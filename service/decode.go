@@ -197,7 +197,12 @@ func DecodeRoster(body []byte) (RosterRequest, error) {
 	}
 	if r.Pack != "" {
 		if err := resolve.ValidateName("pack", r.Pack); err != nil {
-			return r, requestInvalid("pack", ReasonInvalidName, "%v", err)
+			// Its message, not its Error(), which starts with its own code.
+			msg, re := err.Error(), (*resolve.ResolutionError)(nil)
+			if errors.As(err, &re) {
+				msg = re.Message
+			}
+			return r, requestInvalid("pack", ReasonInvalidName, "%s", msg)
 		}
 	}
 	return r, nil

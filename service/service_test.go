@@ -788,3 +788,20 @@ func TestExplainRecordedIDShape(t *testing.T) {
 	}
 	wantErr(t, "a well-formed unknown id", m, "400", "outcome_not_found")
 }
+
+// TestRosterInvalidNameMessage: a pack name that cannot be one is
+// request_invalid, and its message says what is wrong with the name
+// without another error code in it (it began "task_invalid: ").
+func TestRosterInvalidNameMessage(t *testing.T) {
+	h := start(t, examples, service.Options{})
+	for _, tc := range []struct{ pack, message string }{
+		{"../etc", `pack "../etc" has a character outside [a-z0-9_-] at byte 0`},
+		{strings.Repeat("a", 65), "pack is longer than 64 bytes"},
+		{"Research", `pack "Research" has a character outside [a-z0-9_-] at byte 0`},
+	} {
+		body := wantErr(t, "roster "+tc.pack, h.request("roster", []byte(`{"pack":"`+tc.pack+`"}`), nil), "400", "request_invalid")
+		if body["message"] != tc.message {
+			t.Errorf("roster %s: message %q, want %q", tc.pack, body["message"], tc.message)
+		}
+	}
+}
