@@ -81,6 +81,21 @@ func TestBrowser(t *testing.T) {
 	// One outcome stored as a worker writes it, under a known id, so that
 	// the page has a decision with a hostile task to explain.
 	id, seq := outcometest.Store(t, js, cfg, snap, outcometest.Outcome{Source: "planner", ID: "recorded-1", Task: hostileTask, Time: time.Now()})
+	// One that the recorded configuration now decides otherwise: decided
+	// with another researcher model, recorded under the digest served.
+	other := t.TempDir()
+	if err := os.MkdirAll(other+"/packs", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other+"/packs/research.yaml", []byte("roles:\n  researcher:\n    model: claude-opus-4-1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	otherSnap, err := discover.Load(other, discover.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nondetID, nondetSeq := outcometest.Store(t, js, cfg, otherSnap, outcometest.Outcome{Source: "planner", ID: "recorded-2",
+		Task: `{"task_id": "T-121", "role": "researcher", "pack": "research"}`, Time: time.Now(), Digest: snap.Digest})
 	drift := fmt.Sprintf(`{"specversion": "1.0", "id": "drift-1", "source": "rolecall", "type": %q, "time": %q, "datacontenttype": "application/json",
 		"data": {"decision_id": %q, "allocation_id": "alloc-7", "fields": [{"field": "model", "decided": "claude-haiku-4-5", "allocated": "claude-sonnet-4-5"}]}}`,
 		audit.TypeDrift, time.Now().UTC().Format(time.RFC3339), id)
@@ -197,6 +212,19 @@ func TestBrowser(t *testing.T) {
 	}
 	if byRole := text(`#by-role`); !strings.Contains(byRole, "architect") || !strings.Contains(byRole, "claude-opus-4-1") {
 		t.Errorf("model by role: %q", byRole)
+	}
+	// Under the recorded configuration a change is a determinism failure,
+	// and the note says so.
+	err = chromedp.Do(bctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`#decisions tbody tr[data-seq="%d"]`, nondetSeq))))
+	if err == nil {
+		_, err = chromedp.Run(bctx, chromedp.Poll[bool](fmt.Sprintf(`document.getElementById("detail-id").textContent === %q`, nondetID)))
+	}
+	if err != nil {
+		t.Fatalf("open a decision that changed: %v (page problems: %q)", err, report())
+	}
+	if note, class := text(`#config-note`), run(t, bctx, chromedp.Evaluate[string](`document.getElementById("config-note").className`)); !strings.Contains(note, "made with") ||
+		!strings.Contains(note, "determinism failure") || !strings.Contains(note, "model") || class != "differs" {
+		t.Errorf("config note of a decision that changed under its own configuration: %q (class %q)", note, class)
 	}
 	if p := report(); len(p) > 0 {
 		t.Errorf("the page reported problems (a Content-Security-Policy violation is one): %q", p)

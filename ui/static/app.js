@@ -185,8 +185,11 @@ function renderDetail(d) {
   } else if (d.explain) {
     const r = d.explain.recorded;
     if (r.same_config) {
-      note.className = "same";
-      note.textContent = "Explained against the configuration this decision was made with (" + r.config.digest + ").";
+      // With the recorded configuration nothing may change: anything that
+      // does is a determinism failure, and the page says so.
+      note.className = r.changed.length ? "differs" : "same";
+      note.textContent = "Explained against the configuration this decision was made with (" + r.config.digest + ")." +
+        (r.changed.length ? " Yet it decides differently now: " + r.changed.join(", ") + ". That is a determinism failure." : "");
     } else {
       note.className = "differs";
       note.textContent = "The configuration changed since this decision (recorded " + r.config.digest + ", now " +
