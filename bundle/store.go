@@ -7,12 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rolecall/rolecall/discover"
@@ -62,17 +62,13 @@ type Record struct {
 	Size       int       `json:"size"`
 }
 
-// decodeRecord decodes strictly: unknown fields and trailing data are
-// errors, so a record no one wrote is not half-read.
+// decodeRecord decodes strictly: unknown members, a member twice, a
+// member in another case and trailing data are errors, so a record no one
+// wrote is not half-read, nor read one way here and another elsewhere.
 func decodeRecord(data []byte) (Record, *Error) {
 	var r Record
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
+	if err := jsonv2.Unmarshal(data, &r, jsonv2.RejectUnknownMembers(true)); err != nil {
 		return r, errf(CodeMalformed, "", "the record does not decode: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return r, errf(CodeMalformed, "", "the record has data after its end")
 	}
 	if !strings.HasPrefix(r.Digest, DigestPrefix) {
 		return r, errf(CodeMalformed, "", "the record's digest %q is not sha256:<hex>", r.Digest)

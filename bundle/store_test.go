@@ -316,3 +316,38 @@ func TestWatchRefusesHostileArchives(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordDecodesStrictly: a record at current that is not exactly a
+// record, read one way here and maybe another by another reader, is
+// bundle_malformed: a member twice, a member in another case, an unknown
+// member, data after it.
+func TestRecordDecodesStrictly(t *testing.T) {
+	ctx := context.Background()
+	s, js := openStore(t)
+	kv, err := js.KeyValue(ctx, bundle.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const digest = `"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"`
+	const rest = `"config_digest":"","actor":"ana","time":"2026-12-03T09:00:00Z","files":1,"size":1`
+	if _, err := kv.Put(ctx, bundle.KeyCurrent, []byte(`{"digest":`+digest+`,`+rest+`}`)); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := s.Current(ctx); err != nil || rec.Actor != "ana" {
+		t.Fatalf("a well-formed record: %+v, %v", rec, err)
+	}
+	for _, tc := range []struct{ name, value string }{
+		{"member twice", `{"digest":` + digest + `,"digest":"sha256:ff",` + rest + `}`},
+		{"member in another case", `{"Digest":` + digest + `,` + rest + `}`},
+		{"member in another case beside it", `{"digest":` + digest + `,"DIGEST":"sha256:ff",` + rest + `}`},
+		{"unknown member", `{"digest":` + digest + `,"colour":"red",` + rest + `}`},
+		{"data after it", `{"digest":` + digest + `,` + rest + `} {}`},
+	} {
+		if _, err := kv.Put(ctx, bundle.KeyCurrent, []byte(tc.value)); err != nil {
+			t.Fatal(err)
+		}
+		if rec, err := s.Current(ctx); !errors.Is(err, &bundle.Error{Code: bundle.CodeMalformed}) {
+			t.Errorf("%s: %+v, %v; want bundle_malformed", tc.name, rec, err)
+		}
+	}
+}
