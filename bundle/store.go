@@ -166,6 +166,20 @@ func entryRecord(e jetstream.KeyValueEntry) (Record, error) {
 	return r, nil
 }
 
+// moveFrom is the record a push or rollback moves current from. When
+// current holds a value that is no record (bundle_malformed, which every
+// worker refuses), it is the record of that value's revision alone, with
+// no parent: the move replaces it by compare-and-swap, so the fleet can be
+// repaired with push or rollback.
+func (s *Store) moveFrom(ctx context.Context) (Record, error) {
+	cur, err := s.Current(ctx)
+	var be *Error
+	if errors.As(err, &be) && be.Code == CodeMalformed {
+		return Record{Revision: be.Revision}, nil
+	}
+	return cur, err
+}
+
 // PushOptions describe a push.
 type PushOptions struct {
 	Actor   string
@@ -249,7 +263,7 @@ func (s *Store) Push(ctx context.Context, a *Archive, o PushOptions) (PushResult
 	}
 	// With no bundle at current yet, cur is the zero Record: revision 0,
 	// no parent.
-	cur, err := s.Current(ctx)
+	cur, err := s.moveFrom(ctx)
 	have := err == nil
 	if err != nil && !errors.Is(err, &Error{Code: CodeNotFound}) {
 		return PushResult{}, err
@@ -370,7 +384,7 @@ func (s *Store) Revision(ctx context.Context, rev uint64) (Record, error) {
 // parent of current's bundle) by compare-and-swap, as a new revision that
 // records the rollback.
 func (s *Store) Rollback(ctx context.Context, to uint64, o PushOptions) (Record, error) {
-	cur, err := s.Current(ctx)
+	cur, err := s.moveFrom(ctx)
 	if err != nil {
 		return Record{}, err
 	}

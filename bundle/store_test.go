@@ -351,3 +351,69 @@ func TestRecordDecodesStrictly(t *testing.T) {
 		}
 	}
 }
+
+// TestRepairMalformedCurrent: when current holds a value that is no
+// record (every worker refuses it as bundle_malformed), a push or a
+// rollback to a revision replaces it by compare-and-swap, and the
+// following worker serves the bundle again; a stale expected revision is
+// still a conflict.
+func TestRepairMalformedCurrent(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		value    string
+		rollback bool
+	}{
+		{"garbage, push", `garbage`, false},
+		{"unknown member, push", `{"digest":"sha256:00","colour":"red"}`, false},
+		{"garbage, rollback", `garbage`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			s, js := openStore(t)
+			root := exampleRoot(t)
+			r1, err := s.Push(ctx, pack(t, root), bundle.PushOptions{Actor: "ana"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := bundle.Follow(ctx, js, bundle.StoreOptions{}, bundle.WatchOptions{})
+			if err := src.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			kv, err := js.KeyValue(ctx, bundle.Bucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad, err := kv.Put(ctx, bundle.KeyCurrent, []byte(tc.value))
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { return src.Status().LastErrorRevision == bad })
+			if _, err := s.Push(ctx, pack(t, root), bundle.PushOptions{ExpectRevision: rev(r1.Record.Revision)}); !errors.Is(err, &bundle.Error{Code: bundle.CodeRevisionConflict}) {
+				t.Fatalf("push expecting the revision before the bad value: %v", err)
+			}
+			var want uint64
+			if tc.rollback {
+				rec, err := s.Rollback(ctx, r1.Record.Revision, bundle.PushOptions{Actor: "bo", ExpectRevision: rev(bad)})
+				if err != nil {
+					t.Fatalf("rollback over a malformed current: %v", err)
+				}
+				want = rec.Revision
+			} else {
+				edit(t, root, "rolecall.yaml", "model: claude-sonnet-4-5", "model: claude-opus-4-1")
+				res, err := s.Push(ctx, pack(t, root), bundle.PushOptions{Actor: "bo", ExpectRevision: rev(bad)})
+				if err != nil {
+					t.Fatalf("push over a malformed current: %v", err)
+				}
+				if res.Record.Parent != "" || res.Record.ParentRevision != bad {
+					t.Errorf("parent of the repair: %q at %d, want none at %d", res.Record.Parent, res.Record.ParentRevision, bad)
+				}
+				want = res.Record.Revision
+			}
+			waitFor(t, func() bool { return src.Status().Revision == want })
+			if st := src.Status(); st.Degraded || st.LastError != nil {
+				t.Fatalf("after the repair: %+v", st)
+			}
+		})
+	}
+}
