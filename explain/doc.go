@@ -20,7 +20,10 @@
 // against the configuration given, and the document says whether that
 // configuration is the one the decision was made with (then the chain
 // explains the recorded decision) or not (then it explains what would be
-// decided now, and lists the fields that would change).
+// decided now, and lists the fields that would change). An outcome whose
+// record holds no decision to compare with is a typed error, as replay
+// skips it: no record or delivery_exhausted (decision_missing), no task
+// or outcome_too_large (task_not_recorded).
 //
 // What it does not do: explain a task the resolver refuses. A failure
 // ends the resolver run before it returns its chains, so the document of a

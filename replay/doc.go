@@ -13,7 +13,8 @@
 // replay --root NEW` exits 3 when some decision would change.
 //
 // What replay cannot re-decide it reports as skipped, with the reason: an
-// outcome without a decision record, a task that never decoded,
+// outcome without a decision record, a task that never decoded, a failure
+// published without its task (it would have been too large with it),
 // delivery_exhausted (no decision was made), and outcome_too_large (whose
 // record holds the digest of the extra prompt, not the prompt).
 //
