@@ -56,13 +56,21 @@ func (c *resolveCmd) Run(_ context.Context, g *globals) error {
 	return printJSON(g.stdout, out.Resolved)
 }
 
+// readInput reads a task file, or stdin for "-", up to 16 MiB: far over
+// the decoder's limit, which then refuses it, and never without end (a
+// device such as /dev/zero).
 func readInput(path string, stdin io.Reader) ([]byte, string, error) {
-	if path == "-" || path == "" {
-		b, err := io.ReadAll(io.LimitReader(stdin, 16<<20))
-		return b, "stdin", err
+	r, name := stdin, "stdin"
+	if path != "-" && path != "" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, path, err
+		}
+		defer f.Close()
+		r, name = f, path
 	}
-	b, err := os.ReadFile(path)
-	return b, path, err
+	b, err := io.ReadAll(io.LimitReader(r, 16<<20))
+	return b, name, err
 }
 
 // printJSON writes v as indented JSON, encoded the way events encodes
