@@ -102,8 +102,8 @@ func checkConflicts(files map[string][]byte) *Error {
 
 // ReadArchive reads an archive into memory, refusing anything a
 // deterministic Build would not write: a digest other than want (when want
-// is not ""), a path with ".." or an absolute one, a link, a directory or
-// other special member, a duplicate, a member over MaxMemberSize, more than
+// is not ""), a path with ".." or an absolute one, a link, a directory,
+// a sparse file or other special member, a duplicate, a member over MaxMemberSize, more than
 // MaxMembers members or more than MaxArchiveSize bytes. Every failure is a
 // *Error. Nothing is written anywhere but memory.
 func ReadArchive(data []byte, want string) (*Archive, error) {
@@ -130,6 +130,15 @@ func ReadArchive(data []byte, want string) (*Archive, error) {
 		}
 		switch hdr.Typeflag {
 		case tar.TypeReg:
+			// A sparse file is a regular member whose holes the reader
+			// fills with zeros: a few hundred bytes of archive would take
+			// MaxMemberSize of memory, and the archive's size would bound
+			// nothing.
+			for k := range hdr.PAXRecords {
+				if strings.HasPrefix(k, "GNU.sparse.") {
+					return nil, errf(CodeEntryType, name, "a sparse file; a bundle holds regular files only")
+				}
+			}
 		case tar.TypeSymlink, tar.TypeLink:
 			return nil, errf(CodeLink, name, "a link (to %q); a bundle holds regular files only", hdr.Linkname)
 		default:

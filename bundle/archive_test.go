@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,6 +37,28 @@ func tarOf(t testing.TB, members ...*tar.Header) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// sparseTar is an archive of 20 members with the GNU.sparse.<key> PAX
+// records given (tar.Writer writes no such records itself, so they are
+// written under another name of the same length and renamed).
+func sparseTar(t testing.TB, records map[string]string) []byte {
+	t.Helper()
+	pax := map[string]string{}
+	for k, v := range records {
+		pax["XYZ.sparse."+k] = v
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for i := range 20 {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: fmt.Sprintf("skills/s%02d.md", i), Format: tar.FormatPAX, PAXRecords: pax}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return bytes.ReplaceAll(buf.Bytes(), []byte("XYZ.sparse."), []byte("GNU.sparse."))
 }
 
 func TestReadArchiveHostile(t *testing.T) {
@@ -76,6 +99,10 @@ func TestReadArchiveHostile(t *testing.T) {
 		{"digest", ok, "sha256:" + strings.Repeat("0", 64), bundle.CodeDigestMismatch},
 		{"garbage", []byte("not a tar archive at all, but long enough to look like a header block? no"), "", bundle.CodeMalformed},
 		{"truncated", ok[:514], "", bundle.CodeMalformed},
+		// A sparse member reads as MaxMemberSize bytes of zeros from a
+		// few hundred bytes: 100,000 of them would take 100 GiB.
+		{"sparse", sparseTar(t, map[string]string{"major": "0", "minor": "1", "numblocks": "1", "map": "0,0", "size": "1048576"}), "", bundle.CodeEntryType},
+		{"sparse-unversioned", sparseTar(t, map[string]string{"numblocks": "1", "map": "0,0", "size": "1048576"}), "", bundle.CodeEntryType},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -17,7 +17,7 @@ const (
 	// CodeLink: a symlink or hard link member.
 	CodeLink Code = "bundle_link"
 	// CodeEntryType: a member that is not a regular file (directory,
-	// device, FIFO).
+	// device, FIFO, sparse file).
 	CodeEntryType Code = "bundle_entry_type"
 	// CodeDuplicate: two members with one path, or a file where another
 	// member needs a directory.
