@@ -350,10 +350,12 @@ func (env *envelope) check(types ...string) *DecodeError {
 	}
 	if name := env.badExt; name != "" {
 		s := env.ext[name].(string)
+		// A name is not bounded as a value is: it is echoed as printable.
+		n := printableName(name)
 		if controlIndex(s) >= 0 {
-			return eventInvalid(name, ReasonInvalidValue, "extension %s has a control character", name)
+			return eventInvalid(n, ReasonInvalidValue, "extension %s has a control character", n)
 		}
-		return eventInvalid(name, ReasonTooLarge, "extension %s is %d bytes, over the %d-byte limit", name, len(s), MaxAttributeBytes)
+		return eventInvalid(n, ReasonTooLarge, "extension %s is %d bytes, over the %d-byte limit", n, len(s), MaxAttributeBytes)
 	}
 	return nil
 }

@@ -190,7 +190,8 @@ func (env *envelope) extension(p *problems, name string, value []byte, at int) {
 	}
 	switch v, err := extensionValue(value); {
 	case err != nil:
-		p.note(at, eventInvalid(name, stringReason(err), "extension %s %v", name, err))
+		n := printableName(name)
+		p.note(at, eventInvalid(n, stringReason(err), "extension %s %v", n, err))
 		fallthrough
 	case v == nil:
 		if env.noValue == nil {
