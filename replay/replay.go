@@ -185,6 +185,13 @@ func Run(ctx context.Context, js jetstream.JetStream, opt Options, each func(Res
 	if err != nil {
 		return sum, unavailable(err)
 	}
+	// A consumer whose filter the stream's subjects cannot match is
+	// accepted and reads nothing: with another fleet's prefix, replay
+	// would pass a gate having replayed no decision.
+	if subjects := stream.CachedInfo().Config.Subjects; !slices.ContainsFunc(subjects, func(s string) bool { return overlap(s, filter) }) {
+		return sum, fail(CodeFilterInvalid, map[string]any{"filter": filter, "subjects": subjects},
+			"filter %q matches no subject of stream %s (%s): is the subject prefix the fleet's?", filter, cfg.SpecsStream, strings.Join(subjects, ", "))
+	}
 	// Replay ends at the outcome stored last when it began: a fleet that
 	// keeps deciding does not keep it running.
 	last := stream.CachedInfo().State.LastSeq
@@ -242,6 +249,21 @@ func Run(ctx context.Context, js jetstream.JetStream, opt Options, each func(Res
 		}
 	}
 	return sum, nil
+}
+
+// overlap reports whether some subject matches both subject filters a
+// and b.
+func overlap(a, b string) bool {
+	ta, tb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(ta) && i < len(tb); i++ {
+		switch {
+		case ta[i] == ">" || tb[i] == ">":
+			return true
+		case ta[i] != "*" && tb[i] != "*" && ta[i] != tb[i]:
+			return false
+		}
+	}
+	return len(ta) == len(tb)
 }
 
 // snapshot is the configuration so is replayed against.

@@ -3,6 +3,7 @@ package replay_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,5 +86,24 @@ func TestRunFilterInvalid(t *testing.T) {
 				t.Errorf("filter %q: %v, want filter_invalid", filter, err)
 			}
 		})
+	}
+
+	// Another fleet's prefix: the stream (named by the config) holds
+	// rolecall.specs.>, and acme.specs.> matches none of it. Replaying
+	// nothing and passing would let a CI gate through.
+	outcometest.Store(t, js, cfg, snap, outcometest.Outcome{Source: "planner", ID: "ev-1", Task: `{"task_id": "T-1", "role": "tester", "pack": "team"}`})
+	acme := cfg
+	acme.Prefix = "acme"
+	sum, err := replay.Run(ctx, js, replay.Options{Config: acme, Snapshot: snap}, nil)
+	var re *replay.Error
+	if !errors.As(err, &re) || re.Code != replay.CodeFilterInvalid || !strings.Contains(re.Message, "rolecall.specs.>") {
+		t.Errorf("another prefix: %v (summary %+v), want filter_invalid naming the stream's subjects", err, sum)
+	}
+	// Filters that match some of the stream replay.
+	for _, filter := range []string{"rolecall.specs.>", "rolecall.specs.*.tester", "rolecall.specs.resolved.>"} {
+		sum, err := replay.Run(ctx, js, replay.Options{Config: cfg, Filter: filter, Snapshot: snap}, nil)
+		if err != nil || sum.Replayed != 1 {
+			t.Errorf("filter %q: %v, summary %+v", filter, err, sum)
+		}
 	}
 }
