@@ -132,11 +132,12 @@ type RecordedRequest struct {
 	ID        string `json:"id"`
 }
 
-// IsRecordedRequest reports whether an explain body asks for a recorded
-// outcome: a JSON object that is no CloudEvent (no specversion) with an
-// outcome_id, source or id member, none of which task data has.
-func IsRecordedRequest(body []byte) bool {
-	return !hasSpecVersion(body) && hasMember(body, "outcome_id", "source", "id")
+// IsRecordedRequest reports whether an explain request asks for a
+// recorded outcome: no CloudEvent (no ce- or cloudevents headers, no
+// specversion member), and a JSON object with an outcome_id, source or id
+// member, none of which task data has.
+func IsRecordedRequest(h nats.Header, body []byte) bool {
+	return !isEventHeader(h) && !hasSpecVersion(body) && hasMember(body, "outcome_id", "source", "id")
 }
 
 // DecodeRecorded decodes a recorded-outcome request strictly: outcome_id

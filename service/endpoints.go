@@ -43,7 +43,7 @@ func (s *Service) handler(h func(micro.Request, *discover.Snapshot) *reply) micr
 // would hold up every endpoint. Only the explaining runs on the pool.
 func (s *Service) explainHandler() micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
-		if !IsRecordedRequest(req.Data()) {
+		if !IsRecordedRequest(nats.Header(req.Headers()), req.Data()) {
 			s.serve(req, s.explain)
 			return
 		}

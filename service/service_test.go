@@ -805,3 +805,25 @@ func TestRosterInvalidNameMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestExplainBinaryEventIsATask: a binary-mode CloudEvent (ce-* headers)
+// is a task whatever its data holds, so explain answers it as resolve
+// does, never as a recorded-outcome request.
+func TestExplainBinaryEventIsATask(t *testing.T) {
+	h := start(t, examples, service.Options{})
+	for _, tc := range []struct{ name, data, code string }{
+		{"data with an id member", `{"task_id":"T-1","role":"architect","id":"x"}`, "task_invalid"},
+		{"data with an outcome_id member", `{"task_id":"T-1","role":"architect","outcome_id":"rc-0123456789abcdef0123456789abcdef"}`, "task_invalid"},
+		{"data with a source member", `{"source":"urn:p","id":"x"}`, "task_invalid"},
+	} {
+		hdr, body, err := events.EncodeTask("urn:planner", "ev-1", []byte(tc.data), "", "", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := wantErr(t, "resolve "+tc.name, h.request("resolve", body, hdr), "400", tc.code)
+		exp := wantErr(t, "explain "+tc.name, h.request("explain", body, hdr), "400", tc.code)
+		if !reflect.DeepEqual(res, exp) {
+			t.Errorf("%s: explain answers %v, resolve %v", tc.name, exp, res)
+		}
+	}
+}
