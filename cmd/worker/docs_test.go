@@ -61,3 +61,45 @@ func TestConfigDocExample(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigDocValidateOutputs holds the outputs that docs/CONFIG.md
+// quotes from worker validate to what it prints for the files the page
+// describes.
+func TestConfigDocValidateOutputs(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join("..", "..", "docs", "CONFIG.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+	}{
+		{"an error line (section 2)", map[string]string{
+			"packs/team.yaml": "roles:\n  architect:\n    modle: x\n",
+		}},
+		{"checking a config root (section 11)", map[string]string{
+			"packs/team.yaml": "roles:\n  architect:\n    model: m\n    default_modes: [systematic, fast]\n  oracle: {}\n",
+			"rolecall.yaml":   "default_pack: team2\n",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			for rel, body := range tc.files {
+				p := filepath.Join(root, filepath.FromSlash(rel))
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var stdout, stderr strings.Builder
+			if code := run([]string{"validate", "--root", root}, strings.NewReader(""), &stdout, &stderr); code != 1 {
+				t.Fatalf("exit %d, want 1\n%s%s", code, stdout.String(), stderr.String())
+			}
+			if !strings.Contains(string(page), "\n"+stdout.String()+"```\n") {
+				t.Errorf("docs/CONFIG.md does not show what worker validate prints:\n%s", stdout.String())
+			}
+		})
+	}
+}
