@@ -2,6 +2,8 @@ package audit
 
 import (
 	"bytes"
+	"maps"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -73,8 +75,8 @@ func DecodeAllocated(h nats.Header, body []byte) (AllocatedEvent, error) {
 		spec, typ string
 		data      jsontext.Value
 	)
-	if h.Get("ce-specversion") != "" {
-		spec, typ, ev.ID, ev.Source, data = h.Get("ce-specversion"), h.Get("ce-type"), h.Get("ce-id"), h.Get("ce-source"), body
+	if ce := ceHeaders(h); ce["specversion"] != "" {
+		spec, typ, ev.ID, ev.Source, data = ce["specversion"], ce["type"], ce["id"], ce["source"], body
 	} else {
 		var env struct {
 			SpecVersion string         `json:"specversion"`
@@ -114,6 +116,21 @@ func DecodeAllocated(h nats.Header, body []byte) (AllocatedEvent, error) {
 		}
 	}
 	return ev, nil
+}
+
+// ceHeaders are the ce- headers of a binary-mode event by attribute name,
+// whatever the case of the header name, as the worker reads a task's; of
+// two spellings of one attribute, the first in byte order.
+func ceHeaders(h nats.Header) map[string]string {
+	out := map[string]string{}
+	keys := slices.Sorted(maps.Keys(h))
+	for _, k := range keys {
+		name, ok := strings.CutPrefix(strings.ToLower(k), "ce-")
+		if _, seen := out[name]; ok && !seen && len(h[k]) > 0 {
+			out[name] = h[k][0]
+		}
+	}
+	return out
 }
 
 // text reports a non-empty string of printable ASCII of at most n bytes.

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/rolecall/rolecall/audit"
 )
 
@@ -36,6 +38,22 @@ func TestAllocationsSubject(t *testing.T) {
 	} {
 		if got := audit.AllocationsSubject("rolecall", tc.role); got != tc.want {
 			t.Errorf("AllocationsSubject(%q) = %q, want %q", tc.role, got, tc.want)
+		}
+	}
+}
+
+// TestDecodeAllocatedBinaryHeaderCase: binary mode is read whatever the
+// case of the ce- header names, as the worker reads a task's.
+func TestDecodeAllocatedBinaryHeaderCase(t *testing.T) {
+	data := []byte(`{"decision_id": "rc-1", "model": "m"}`)
+	for _, h := range []nats.Header{
+		{"ce-specversion": {"1.0"}, "ce-id": {"a-1"}, "ce-source": {"alloc"}, "ce-type": {audit.TypeAllocated}},
+		{"Ce-Specversion": {"1.0"}, "Ce-Id": {"a-1"}, "Ce-Source": {"alloc"}, "Ce-Type": {audit.TypeAllocated}},
+		{"CE-SPECVERSION": {"1.0"}, "ce-Id": {"a-1"}, "CE-source": {"alloc"}, "Ce-type": {audit.TypeAllocated}},
+	} {
+		ev, err := audit.DecodeAllocated(h, data)
+		if err != nil || ev.ID != "a-1" || ev.Source != "alloc" || ev.Data.DecisionID != "rc-1" || ev.Data.Model == nil || *ev.Data.Model != "m" {
+			t.Errorf("headers %v: %+v, %v", h, ev, err)
 		}
 	}
 }
