@@ -184,12 +184,19 @@ func (d *ydoc) localPath(n *yaml.Node, key string) (string, *Error) {
 	if err != nil {
 		return "", err
 	}
-	if !filepath.IsLocal(filepath.FromSlash(s)) || strings.Contains(s, "\\") {
+	if !insideRoot(s) {
 		e := d.errAt(n, key, "%q leaves the config root (it must be a relative path without ..)", s)
 		e.Code = resolve.CodePathEscape
 		return "", e
 	}
 	return path.Clean(filepath.ToSlash(s)), nil
+}
+
+// insideRoot reports whether p, a slash-separated path written in a file,
+// names a path inside the config root: relative, with no ".." element
+// (not even one that stays inside, like a/../b) and no backslash.
+func insideRoot(p string) bool {
+	return filepath.IsLocal(filepath.FromSlash(p)) && !strings.Contains(p, "\\") && !slices.Contains(strings.Split(p, "/"), "..")
 }
 
 func (d *ydoc) profileRoots(n *yaml.Node, key string, cfg *Config) *Error {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -163,7 +162,7 @@ func placeholderPath(p, token, file string, line int, key string, code resolve.C
 	if p == "" {
 		return "", placeholderErr(code, file, line, key, token, "names no file")
 	}
-	if !filepath.IsLocal(filepath.FromSlash(p)) || strings.Contains(p, "\\") {
+	if !insideRoot(p) {
 		return "", placeholderErr(resolve.CodePathEscape, file, line, key, printable(token), "leaves the config root (the path must be relative, without ..)")
 	}
 	return path.Clean(p), nil

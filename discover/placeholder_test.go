@@ -130,6 +130,11 @@ func TestPlaceholderErrors(t *testing.T) {
 			pack:  "team", code: resolve.CodePathEscape, where: "packs/team.yaml:3", msg: "leaves the config root",
 		},
 		{
+			name:  "a path with an inner .. escapes, though it stays inside",
+			files: files{"packs/team.yaml": "roles:\n  architect:\n    model: ${file:prompts/../model.txt}\n", "model.txt": "m\n"},
+			pack:  "team", code: resolve.CodePathEscape, where: "packs/team.yaml:3", msg: "leaves the config root",
+		},
+		{
 			name:  "an absolute path escapes",
 			files: files{"packs/team.yaml": "roles:\n  architect:\n    model: ${file:/etc/hostname}\n"},
 			pack:  "team", code: resolve.CodePathEscape, where: "packs/team.yaml:3", msg: "leaves the config root",
