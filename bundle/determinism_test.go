@@ -44,3 +44,27 @@ func TestCheckRefusesLocalBlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadErrorSaysItOnce: a bundle whose configuration does not load is
+// refused with an error that states the problem once (it said it three
+// times: as the path, the message and the first problem), in /readyz, the
+// logs, the service's reload_error and push's output alike.
+func TestLoadErrorSaysItOnce(t *testing.T) {
+	for _, tc := range []struct{ file, content, problem string }{
+		{"rolecall.yaml", "default_pack: default\nbogus: 1\n", `rolecall.yaml:2: config_invalid: key "bogus": unknown key`},
+		{"rolecall.yaml", "default_pack: [\n", "rolecall.yaml:1: config_invalid"},
+	} {
+		a, err := bundle.Build(map[string][]byte{tc.file: []byte(tc.content)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = bundle.Check(a)
+		var be *bundle.Error
+		if !errors.As(err, &be) || be.Code != bundle.CodeInvalid || len(be.Problems) != 1 {
+			t.Fatalf("%q: %v; want bundle_invalid with its problem", tc.content, err)
+		}
+		if msg := err.Error(); strings.Count(msg, tc.problem) != 1 || strings.Count(msg, tc.file) != 2 {
+			t.Errorf("%q: %s; want %q once, beside the file at fault", tc.content, msg, tc.problem)
+		}
+	}
+}

@@ -232,7 +232,8 @@ func loadArchive(a *Archive, rev uint64) (*discover.Snapshot, error) {
 	if err != nil {
 		var de *discover.Error
 		if errors.As(err, &de) {
-			return nil, &Error{Code: CodeInvalid, Path: de.File, Message: de.Error(), Problems: []*discover.Error{de}, Revision: rev}
+			// Error() adds the problem itself, once.
+			return nil, &Error{Code: CodeInvalid, Path: de.File, Message: "the configuration does not load", Problems: []*discover.Error{de}, Revision: rev}
 		}
 		return nil, &Error{Code: CodeInvalid, Message: err.Error(), Revision: rev}
 	}
