@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rolecall/rolecall/discover"
@@ -188,7 +189,7 @@ func Run(ctx context.Context, js jetstream.JetStream, opt Options, each func(Res
 	// A consumer whose filter the stream's subjects cannot match is
 	// accepted and reads nothing: with another fleet's prefix, replay
 	// would pass a gate having replayed no decision.
-	if subjects := stream.CachedInfo().Config.Subjects; !slices.ContainsFunc(subjects, func(s string) bool { return overlap(s, filter) }) {
+	if subjects := stream.CachedInfo().Config.Subjects; !slices.ContainsFunc(subjects, func(s string) bool { return server.SubjectsCollide(s, filter) }) {
 		return sum, fail(CodeFilterInvalid, map[string]any{"filter": filter, "subjects": subjects},
 			"filter %q matches no subject of stream %s (%s): is the subject prefix the fleet's?", filter, cfg.SpecsStream, strings.Join(subjects, ", "))
 	}
@@ -249,21 +250,6 @@ func Run(ctx context.Context, js jetstream.JetStream, opt Options, each func(Res
 		}
 	}
 	return sum, nil
-}
-
-// overlap reports whether some subject matches both subject filters a
-// and b.
-func overlap(a, b string) bool {
-	ta, tb := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < len(ta) && i < len(tb); i++ {
-		switch {
-		case ta[i] == ">" || tb[i] == ">":
-			return true
-		case ta[i] != "*" && tb[i] != "*" && ta[i] != tb[i]:
-			return false
-		}
-	}
-	return len(ta) == len(tb)
 }
 
 // snapshot is the configuration so is replayed against.
