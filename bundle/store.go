@@ -70,8 +70,8 @@ func decodeRecord(data []byte) (Record, *Error) {
 	if err := jsonv2.Unmarshal(data, &r, jsonv2.RejectUnknownMembers(true)); err != nil {
 		return r, errf(CodeMalformed, "", "the record does not decode: %v", err)
 	}
-	if !strings.HasPrefix(r.Digest, DigestPrefix) {
-		return r, errf(CodeMalformed, "", "the record's digest %q is not sha256:<hex>", r.Digest)
+	if h, ok := strings.CutPrefix(r.Digest, DigestPrefix); !ok || len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "" {
+		return r, errf(CodeMalformed, "", "the record's digest %q is not sha256:<64 lowercase hex digits>", r.Digest)
 	}
 	return r, nil
 }

@@ -320,7 +320,7 @@ func TestWatchRefusesHostileArchives(t *testing.T) {
 // TestRecordDecodesStrictly: a record at current that is not exactly a
 // record, read one way here and maybe another by another reader, is
 // bundle_malformed: a member twice, a member in another case, an unknown
-// member, data after it.
+// member, data after it, a digest that is not sha256:<64 hex digits>.
 func TestRecordDecodesStrictly(t *testing.T) {
 	ctx := context.Background()
 	s, js := openStore(t)
@@ -342,6 +342,12 @@ func TestRecordDecodesStrictly(t *testing.T) {
 		{"member in another case beside it", `{"digest":` + digest + `,"DIGEST":"sha256:ff",` + rest + `}`},
 		{"unknown member", `{"digest":` + digest + `,"colour":"red",` + rest + `}`},
 		{"data after it", `{"digest":` + digest + `,` + rest + `} {}`},
+		// A digest no archive can have: it was looked up, and retried
+		// for seconds as a missing archive (bundle_not_found).
+		{"digest not hex", `{"digest":"sha256:zz",` + rest + `}`},
+		{"digest too short", `{"digest":"sha256:0123456789abcdef",` + rest + `}`},
+		{"digest in upper case", `{"digest":` + strings.ToUpper(digest) + `,` + rest + `}`},
+		{"digest of another hash", `{"digest":"md5:0123456789abcdef0123456789abcdef",` + rest + `}`},
 	} {
 		if _, err := kv.Put(ctx, bundle.KeyCurrent, []byte(tc.value)); err != nil {
 			t.Fatal(err)
