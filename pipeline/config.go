@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -193,6 +195,21 @@ func (c Config) advisorySubject() string {
 	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + c.TasksStream + "." + c.Consumer
 }
 
+// subjectMatch reports whether the subject filter pattern (with NATS
+// wildcards '*' and '>') matches the literal subject.
+func subjectMatch(pattern, subject string) bool {
+	pt, st := strings.Split(pattern, "."), strings.Split(subject, ".")
+	for i, p := range pt {
+		switch {
+		case p == ">":
+			return len(st) > i
+		case i >= len(st) || p != "*" && p != st[i]:
+			return false
+		}
+	}
+	return len(pt) == len(st)
+}
+
 // Ensure creates or checks the streams and the shared durable consumer.
 // It refuses an existing specs stream whose duplicate window is too short.
 func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Consumer, error) {
@@ -231,6 +248,14 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Co
 		case sc.Name == c.SpecsStream:
 			if got := s.CachedInfo().Config.Duplicates; got <= c.RequiredDuplicateWindow() {
 				return nil, fmt.Errorf("%w: stream %s has duplicate window %s; it must exceed %s", ErrConfig, sc.Name, got, c.RequiredDuplicateWindow())
+			}
+		case sc.Name == c.DeadLetter:
+			// Its name is fixed, but its subject names the tasks stream and
+			// the consumer: one made for others would never hold this
+			// worker's advisories, and an exhausted task no outcome.
+			if got := s.CachedInfo().Config.Subjects; !slices.ContainsFunc(got, func(p string) bool { return subjectMatch(p, c.advisorySubject()) }) {
+				return nil, fmt.Errorf("%w: stream %s captures %s, not the max-deliveries advisories of consumer %s on %s (%s)",
+					ErrConfig, sc.Name, strings.Join(got, ", "), c.Consumer, c.TasksStream, c.advisorySubject())
 			}
 		}
 	}

@@ -163,3 +163,57 @@ func TestEnsureRetryReturnsRefusalsAtOnce(t *testing.T) {
 		t.Fatalf("EnsureRetry with the task subjects taken = %v, want the server's refusal", err)
 	}
 }
+
+// The dead-letter stream's name is fixed, its subject is not: it names
+// the tasks stream and the consumer. A worker configured with another
+// tasks stream (or consumer) beside an existing dead-letter stream refuses
+// to start, as for a short duplicate window. It used to start, and the
+// stream never captured its max-deliveries advisories: a task that
+// reached max_deliver got no outcome at all.
+func TestEnsureRefusesDeadLetterStreamOfAnotherConsumer(t *testing.T) {
+	js := natstest.JetStream(t, natstest.Connect(t, natstest.Start(t)))
+	ctx := context.Background()
+	first := DefaultConfig()
+	if _, err := Ensure(ctx, js, first); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		change func(*Config)
+	}{
+		{"tasks stream", func(c *Config) { c.Prefix, c.TasksStream = "other", "OTHER_TASKS" }},
+		{"consumer", func(c *Config) { c.Consumer = "other-workers" }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := first
+			c.change(&cfg)
+			_, err := Ensure(ctx, js, cfg)
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), cfg.advisorySubject()) {
+				t.Fatalf("Ensure = %v, want ErrConfig naming %s", err, cfg.advisorySubject())
+			}
+		})
+	}
+	if _, err := Ensure(ctx, js, first); err != nil {
+		t.Fatalf("Ensure with the first configuration again: %v", err)
+	}
+}
+
+// A dead-letter stream made by hand may capture the advisories with a
+// wildcard.
+func TestSubjectMatch(t *testing.T) {
+	const s = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ROLECALL_TASKS.rolecall-workers"
+	for p, want := range map[string]bool{
+		s: true,
+		"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>":                  true,
+		"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.*.rolecall-workers": true,
+		">": true,
+		"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ROLECALL_TASKS.rolecall-workers.>": false,
+		"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ROLECALL_TASKS":                    false,
+		"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.OTHER.rolecall-workers":            false,
+		"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.*":                                 false,
+	} {
+		if got := subjectMatch(p, s); got != want {
+			t.Errorf("subjectMatch(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
