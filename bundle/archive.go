@@ -170,7 +170,8 @@ func ReadArchive(data []byte, want string) (*Archive, error) {
 // Dot-entries (.git, editor files, the ..data links of a Kubernetes
 // ConfigMap) are skipped, as discovery skips them. A symlink to a file
 // inside root is packed as that file; a symlink to a directory is refused,
-// so a loop cannot make the walk endless.
+// so a loop cannot make the walk endless, and so is one that leads to no
+// file (dangling, or a loop of links).
 func Pack(root string) (*Archive, error) {
 	r, err := os.OpenRoot(root)
 	if err != nil {
@@ -196,6 +197,8 @@ func Pack(root string) (*Archive, error) {
 		switch {
 		case err != nil && strings.Contains(err.Error(), "escapes"):
 			return errf(CodeUnsafePath, p, "a symlink that leads outside the config root")
+		case err != nil && d.Type()&fs.ModeSymlink != 0:
+			return errf(CodeLink, p, "a symlink that leads to no file: %v", err)
 		case err != nil:
 			return errf(CodeMalformed, p, "%v", err)
 		case fi.IsDir():

@@ -187,6 +187,32 @@ func TestPackSymlinks(t *testing.T) {
 	if _, err := bundle.Pack(root); !errors.Is(err, &bundle.Error{Code: bundle.CodeUnsafePath}) {
 		t.Fatalf("err = %v", err)
 	}
+	_ = os.Remove(filepath.Join(root, "packs", "c.yaml"))
+
+	// A symlink that leads to no file is a link problem, not a malformed
+	// archive (it was bundle_malformed).
+	for _, tc := range []struct {
+		name  string
+		links [][2]string // target, link
+		code  bundle.Code
+	}{
+		{"dangling", [][2]string{{"nowhere.yaml", "d.yaml"}}, bundle.CodeLink},
+		{"loop", [][2]string{{"f.yaml", "e.yaml"}, {"e.yaml", "f.yaml"}}, bundle.CodeLink},
+		{"to a directory", [][2]string{{"..", "g.yaml"}}, bundle.CodeLink},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, l := range tc.links {
+				p := filepath.Join(root, "packs", l[1])
+				if err := os.Symlink(l[0], p); err != nil {
+					t.Fatal(err)
+				}
+				defer os.Remove(p)
+			}
+			if _, err := bundle.Pack(root); !errors.Is(err, &bundle.Error{Code: tc.code}) {
+				t.Fatalf("err = %v, want %s", err, tc.code)
+			}
+		})
+	}
 }
 
 // FuzzReadArchive: whatever the bytes, ReadArchive returns a typed error
