@@ -1,9 +1,11 @@
 package discover
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/rolecall/rolecall/resolve"
 )
@@ -136,6 +138,13 @@ func (v *validator) check(pf *PackFile, role string, entry resolve.PackEntry, ke
 	l := v.l
 	active := true
 	entry.Active = &active
+	// tiersAndSkills reports every tier problem in full; a literal model
+	// in place of a tier symbol keeps one from hiding the later checks
+	// (the Modes) here.
+	if m := cmp.Or(entry.Model, l.cfg.Defaults.Model); m != nil && strings.HasPrefix(*m, resolve.TierPrefix) {
+		literal := "model-of-" + *m
+		entry.Model = &literal
+	}
 	pack := &resolve.Pack{Name: pf.Pack.Name, Roles: map[string]resolve.PackEntry{role: entry}}
 	_, err := resolve.Resolve(resolve.RoleName(role), resolve.Inputs{
 		Catalog: l.catalog, Pack: pack, PackSelection: resolve.PackFromWorkerDefault,

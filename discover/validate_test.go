@@ -109,3 +109,25 @@ func TestValidateNoFollowOnProblems(t *testing.T) {
 		t.Errorf("Validate =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// A tier problem of an entry (reported on its own) does not hide the
+// entry's other problems: the Modes are checked too.
+func TestValidateTierProblemHidesNothing(t *testing.T) {
+	dir := writeRoot(t, files{
+		"rolecall.yaml":   "models:\n  tiers: {cheap: null}\n",
+		"packs/team.yaml": "roles:\n  architect: {model: \"tier:nope\", default_modes: [fast, slow]}\n  reviewer:\n    default_modes: [fast, systematic]\n    model: tier:cheap\n",
+	})
+	var got []string
+	for _, e := range discover.Validate(dir) {
+		got = append(got, e.Error())
+	}
+	want := []string{
+		`packs/team.yaml:2: pack_default_invalid: pack "team" default_modes for role "architect": modes "fast" and "slow" conflict`,
+		`packs/team.yaml:2: tier_unknown: pack "team" role "architect"'s model "tier:nope" names a tier that is not in the model catalog (tiers: "cheap")`,
+		`packs/team.yaml:4: pack_default_invalid: pack "team" default_modes for role "reviewer": modes "fast" and "systematic" conflict`,
+		`packs/team.yaml:5: tier_unavailable: pack "team" role "reviewer"'s model "tier:cheap" yields no model (tried "cheap")`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("validate:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
