@@ -423,3 +423,55 @@ func TestRepairMalformedCurrent(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchCurrentDeleted: deleting or purging current leaves the last
+// good snapshot in service and says so (degraded, bundle_not_found), as a
+// refused bundle does; it said nothing, and the worker went on citing a
+// revision no longer current. The next push clears it.
+func TestWatchCurrentDeleted(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		purge bool
+	}{{"delete", false}, {"purge", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			s, js := openStore(t)
+			root := exampleRoot(t)
+			r1, err := s.Push(ctx, pack(t, root), bundle.PushOptions{Actor: "ana"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := bundle.Follow(ctx, js, bundle.StoreOptions{}, bundle.WatchOptions{})
+			if err := src.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			kv, err := js.KeyValue(ctx, bundle.Bucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.purge {
+				err = kv.Purge(ctx, bundle.KeyCurrent)
+			} else {
+				err = kv.Delete(ctx, bundle.KeyCurrent)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { return src.Status().LastErrorRevision > r1.Record.Revision })
+			st := src.Status()
+			if !st.Degraded || !errors.Is(st.LastError, &bundle.Error{Code: bundle.CodeNotFound}) || src.Snapshot().Revision != r1.Record.Revision {
+				t.Fatalf("after %s: %+v, serving %d", tc.name, st, src.Snapshot().Revision)
+			}
+			edit(t, root, "rolecall.yaml", "model: claude-sonnet-4-5", "model: claude-opus-4-1")
+			r2, err := s.Push(ctx, pack(t, root), bundle.PushOptions{Actor: "ana"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { return src.Status().Revision == r2.Record.Revision })
+			if st := src.Status(); st.Degraded || st.LastError != nil {
+				t.Fatalf("after the next push: %+v", st)
+			}
+		})
+	}
+}

@@ -141,12 +141,16 @@ func (s *Source) run(ctx context.Context, w jetstream.KeyWatcher) {
 			if !ok {
 				return
 			}
-			if e == nil || e.Operation() != jetstream.KeyValuePut {
-				// nil ends the initial values; a delete leaves the last
-				// good snapshot in service.
-				continue
+			switch {
+			case e == nil: // the end of the initial values
+			case e.Operation() != jetstream.KeyValuePut:
+				// A delete or purge names no bundle: the last good
+				// snapshot stays in service, and the status says so.
+				s.refuse(e.Revision(), &Error{Code: CodeNotFound, Revision: e.Revision(),
+					Message: "current was deleted: no bundle is in service at " + KeyCurrent + " (worker config push restores one)"})
+			default:
+				s.apply(ctx, e)
 			}
-			s.apply(ctx, e)
 		}
 	}
 }
@@ -158,14 +162,7 @@ func (s *Source) apply(ctx context.Context, e jetstream.KeyValueEntry) {
 	snap, rec, err := s.load(ctx, e)
 	st := s.Status()
 	if err != nil {
-		st.Degraded, st.LastError, st.LastErrorRevision = true, err, rev
-		s.status.Store(&st)
-		attrs := []any{"revision", rev, "error", err.Error(), "serving_revision", st.Revision}
-		var be *Error
-		if errors.As(err, &be) {
-			attrs = append(attrs, "code", string(be.Code))
-		}
-		s.log.Warn("config bundle refused; keeping the last good snapshot (degraded)", attrs...)
+		s.refuse(rev, err)
 		return
 	}
 	s.cur.Store(snap)
@@ -175,6 +172,20 @@ func (s *Source) apply(ctx context.Context, e jetstream.KeyValueEntry) {
 	if s.onSwap != nil {
 		s.onSwap(snap)
 	}
+}
+
+// refuse keeps the last good snapshot in service and records why the
+// value of current at revision rev is not.
+func (s *Source) refuse(rev uint64, err error) {
+	st := s.Status()
+	st.Degraded, st.LastError, st.LastErrorRevision = true, err, rev
+	s.status.Store(&st)
+	attrs := []any{"revision", rev, "error", err.Error(), "serving_revision", st.Revision}
+	var be *Error
+	if errors.As(err, &be) {
+		attrs = append(attrs, "code", string(be.Code))
+	}
+	s.log.Warn("config bundle refused; keeping the last good snapshot (degraded)", attrs...)
 }
 
 func (s *Source) load(ctx context.Context, e jetstream.KeyValueEntry) (*discover.Snapshot, Record, error) {
