@@ -244,6 +244,11 @@ func TestDecodeTaskEventInvalid(t *testing.T) {
 		{"structured: dataschema relative", sh, structuredBody(map[string]*string{"dataschema": raw(`"schema/task.json"`)}), "dataschema", events.ReasonInvalidValue},
 		{"structured: subject empty", sh, structuredBody(map[string]*string{"subject": raw(`""`)}), "subject", events.ReasonInvalidValue},
 		{"structured: time not RFC 3339", sh, structuredBody(map[string]*string{"time": raw(`"yesterday"`)}), "time", events.ReasonInvalidValue},
+		// time.Parse takes these; RFC 3339 does not.
+		{"structured: time one-digit hour", sh, structuredBody(map[string]*string{"time": raw(`"2026-07-09T1:00:00Z"`)}), "time", events.ReasonInvalidValue},
+		{"structured: time comma before fraction", sh, structuredBody(map[string]*string{"time": raw(`"2026-07-09T10:00:00,5Z"`)}), "time", events.ReasonInvalidValue},
+		{"structured: time offset 24 hours", sh, structuredBody(map[string]*string{"time": raw(`"2026-07-09T10:00:00+24:00"`)}), "time", events.ReasonInvalidValue},
+		{"structured: time offset 60 minutes", sh, structuredBody(map[string]*string{"time": raw(`"2026-07-09T10:00:00-05:60"`)}), "time", events.ReasonInvalidValue},
 
 		// Members (structured).
 		{"structured: duplicate id", sh, []byte(`{"specversion":"1.0","id":"a","id":"b","source":"s","type":"` + events.TypeTaskAssigned + `","data":{}}`), "id", events.ReasonDuplicateAttribute},

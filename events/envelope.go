@@ -7,6 +7,7 @@ import (
 	"maps"
 	"mime"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -343,7 +344,7 @@ func (env *envelope) check(types ...string) *DecodeError {
 	}
 	if a := env.time; a.set {
 		t, err := time.Parse(time.RFC3339Nano, a.v)
-		if err != nil {
+		if err != nil || !rfc3339.MatchString(a.v) {
 			return eventInvalid("time", ReasonInvalidValue, "time %s is not an RFC 3339 timestamp", printable(a.v))
 		}
 		env.timeVal = t
@@ -359,6 +360,11 @@ func (env *envelope) check(types ...string) *DecodeError {
 	}
 	return nil
 }
+
+// rfc3339 is the form of an RFC 3339 date-time (section 5.6) that
+// time.Parse reads; time.Parse alone also takes a one-digit hour, a comma
+// before the fraction and offsets past 23:59.
+var rfc3339 = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$`)
 
 func requiredString(name string, a attr) *DecodeError {
 	switch {
