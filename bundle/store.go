@@ -385,8 +385,10 @@ func (s *Store) Revision(ctx context.Context, rev uint64) (Record, error) {
 // parent of current's bundle) by compare-and-swap, as a new revision that
 // records the rollback.
 func (s *Store) Rollback(ctx context.Context, to uint64, o PushOptions) (Record, error) {
+	// With current deleted, a rollback to a named revision restores it.
 	cur, err := s.moveFrom(ctx)
-	if err != nil {
+	have := err == nil
+	if err != nil && (to == 0 || !errors.Is(err, &Error{Code: CodeNotFound})) {
 		return Record{}, err
 	}
 	if err := expect(o.ExpectRevision, cur.Revision); err != nil {
@@ -414,7 +416,7 @@ func (s *Store) Rollback(ctx context.Context, to uint64, o PushOptions) (Record,
 		Parent: cur.Digest, ParentRevision: cur.Revision, RollbackOf: to,
 		Actor: o.Actor, User: o.User, Message: msg,
 	}
-	return s.move(ctx, rec, cur.Revision, true, o.Now)
+	return s.move(ctx, rec, cur.Revision, have, o.Now)
 }
 
 // Archive fetches and reads the archive rec names, checking its digest.

@@ -427,12 +427,13 @@ func TestRepairMalformedCurrent(t *testing.T) {
 // TestWatchCurrentDeleted: deleting or purging current leaves the last
 // good snapshot in service and says so (degraded, bundle_not_found), as a
 // refused bundle does; it said nothing, and the worker went on citing a
-// revision no longer current. The next push clears it.
+// revision no longer current. The next push, or a rollback to a named
+// revision, clears it.
 func TestWatchCurrentDeleted(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		purge bool
-	}{{"delete", false}, {"purge", true}} {
+		name            string
+		purge, rollback bool
+	}{{"delete, push", false, false}, {"purge, push", true, false}, {"delete, rollback", false, true}, {"purge, rollback", true, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -463,14 +464,32 @@ func TestWatchCurrentDeleted(t *testing.T) {
 			if !st.Degraded || !errors.Is(st.LastError, &bundle.Error{Code: bundle.CodeNotFound}) || src.Snapshot().Revision != r1.Record.Revision {
 				t.Fatalf("after %s: %+v, serving %d", tc.name, st, src.Snapshot().Revision)
 			}
-			edit(t, root, "rolecall.yaml", "model: claude-sonnet-4-5", "model: claude-opus-4-1")
-			r2, err := s.Push(ctx, pack(t, root), bundle.PushOptions{Actor: "ana"})
-			if err != nil {
-				t.Fatal(err)
+			var r2 uint64
+			if tc.rollback {
+				// Rolling back to a named revision restores current (it
+				// said bundle_not_found: no bundle at current yet).
+				if _, err := s.Rollback(ctx, 0, bundle.PushOptions{}); !errors.Is(err, &bundle.Error{Code: bundle.CodeNotFound}) {
+					t.Fatalf("rollback to the parent of no bundle: %v", err)
+				}
+				rec, err := s.Rollback(ctx, r1.Record.Revision, bundle.PushOptions{Actor: "bo", ExpectRevision: rev(0)})
+				if err != nil {
+					t.Fatalf("%s: rollback to revision %d: %v", tc.name, r1.Record.Revision, err)
+				}
+				if rec.Digest != r1.Record.Digest || rec.RollbackOf != r1.Record.Revision || rec.Parent != "" {
+					t.Fatalf("rollback record: %+v", rec)
+				}
+				r2 = rec.Revision
+			} else {
+				edit(t, root, "rolecall.yaml", "model: claude-sonnet-4-5", "model: claude-opus-4-1")
+				res, err := s.Push(ctx, pack(t, root), bundle.PushOptions{Actor: "ana"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r2 = res.Record.Revision
 			}
-			waitFor(t, func() bool { return src.Status().Revision == r2.Record.Revision })
+			waitFor(t, func() bool { return src.Status().Revision == r2 })
 			if st := src.Status(); st.Degraded || st.LastError != nil {
-				t.Fatalf("after the next push: %+v", st)
+				t.Fatalf("after the next move: %+v", st)
 			}
 		})
 	}

@@ -147,7 +147,7 @@ func (s *Source) run(ctx context.Context, w jetstream.KeyWatcher) {
 				// A delete or purge names no bundle: the last good
 				// snapshot stays in service, and the status says so.
 				s.refuse(e.Revision(), &Error{Code: CodeNotFound, Revision: e.Revision(),
-					Message: "current was deleted: no bundle is in service at " + KeyCurrent + " (worker config push restores one)"})
+					Message: "current was deleted: no bundle is in service at " + KeyCurrent + " (worker config push or rollback REV restores one)"})
 			default:
 				s.apply(ctx, e)
 			}
