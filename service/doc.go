@@ -18,9 +18,10 @@
 //     revision).
 //
 // A typed failure is answered with the micro error headers
-// (Nats-Service-Error-Code 400, or 500 for an internal fault, 503 while
-// no configuration serves yet) and Nats-Service-Error set to the rolecall code; the body is
-// the failure JSON. docs/SERVICE.md is the reference.
+// (Nats-Service-Error-Code 400; 500 for an internal fault; 503 while no
+// configuration serves yet, or when explain cannot reach the outcome
+// store) and Nats-Service-Error set to the rolecall code; the body is the
+// failure JSON. docs/SERVICE.md is the reference.
 //
 // What it promises: resolve and explain run the worker's own
 // pipeline.Handle (HandleExplained) and events encoder, so a preview

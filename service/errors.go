@@ -18,9 +18,6 @@ const (
 	CodeResponseTooLarge Code = "response_too_large"
 	// CodeInternal: a bug; the request may be retried.
 	CodeInternal Code = "internal"
-	// CodeStopping: the instance is shutting down; another instance of
-	// the queue group answers a retry.
-	CodeStopping Code = "stopping"
 	// CodeNoConfig: no configuration is in service yet (a worker with
 	// --config-from nats before its first bundle loads); another instance
 	// of the queue group may answer a retry.
