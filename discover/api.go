@@ -2,7 +2,11 @@ package discover
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/rolecall/rolecall/resolve"
 )
@@ -40,6 +44,56 @@ func (e *Error) Error() string {
 		loc = fmt.Sprintf("%s:%d", loc, e.Line)
 	}
 	return fmt.Sprintf("%s: %s: %s", loc, e.Code, e.Message)
+}
+
+// printable is e with every name it carries (File, Subject, Paths,
+// Message) made printable text: a file name is any bytes, and one that is
+// not valid UTF-8 or holds a control or format character is written with
+// Go escapes, so a failure's JSON can be encoded and a validate line stays
+// one line. e itself is returned when it needs no change.
+func (e *Error) printable() *Error {
+	ok := printableText(e.File) && printableText(e.Subject) && printableText(e.Message)
+	for _, p := range e.Paths {
+		ok = ok && printableText(p)
+	}
+	if ok {
+		return e
+	}
+	c := *e
+	c.File, c.Subject, c.Message = printableName(e.File), printableName(e.Subject), printableName(e.Message)
+	c.Paths = make([]string, len(e.Paths))
+	for i, p := range e.Paths {
+		c.Paths[i] = printableName(p)
+	}
+	return &c
+}
+
+// printableText reports whether s is valid UTF-8 without control or
+// format characters.
+func printableText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) })
+}
+
+// printableName is s, or when s is not printable text, s with each
+// invalid byte and each control or format character as a Go escape
+// (\xff, \n, \u202e).
+func printableName(s string) string {
+	if printableText(s) {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // Is matches another *Error by Code, like resolve.ResolutionError.

@@ -167,7 +167,8 @@ func newDecisionIndex(s *Snapshot, files []fileRec, sum func(fileRec) *string) *
 	}
 	for name, sf := range s.SkillFiles {
 		for _, rel := range sf.Files {
-			p := sf.Dir + "/" + rel
+			// A file of a skill may have any name; its origin is text.
+			p := printableName(sf.Dir + "/" + rel)
 			x.skills[name] = append(x.skills[name], rec(resolve.InputSkill, name, p))
 		}
 	}

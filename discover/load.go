@@ -120,7 +120,11 @@ type loader struct {
 	sk                                       skillSet
 }
 
-func (l *loader) fail(errs ...*Error) { l.errs = append(l.errs, errs...) }
+func (l *loader) fail(errs ...*Error) {
+	for _, e := range errs {
+		l.errs = append(l.errs, e.printable())
+	}
+}
 
 // read reads the file c and records it as kind.
 func (l *loader) read(c cand, code resolve.Code, kind string) ([]byte, *Error) {
@@ -341,7 +345,7 @@ func (l *loader) loadPacks(cands []cand) {
 	}
 	for name, src := range srcs {
 		if err, ok := own[src]; ok {
-			l.packErrs[name] = err
+			l.packErrs[name] = err.printable()
 		}
 	}
 }

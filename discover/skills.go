@@ -390,6 +390,9 @@ func (l *loader) loadSkills(scan skillScan) {
 		}
 	}
 	slices.SortFunc(l.sk.list, func(a, b resolve.Skill) int { return strings.Compare(a.Name, b.Name) })
+	for i, e := range l.sk.errs {
+		l.sk.errs[i] = e.printable()
+	}
 	sortErrors(l.sk.errs)
 }
 
