@@ -3,6 +3,8 @@ package main
 import (
 	"log/slog"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/rolecall/rolecall/pipeline"
 	"github.com/rolecall/rolecall/service"
 )
@@ -23,7 +25,8 @@ func (c *runCmd) startService(nf natsFlags, instance string, src service.Snapsho
 	}
 	// explain looks recorded outcomes up through the service's own
 	// connection too.
-	nc, js, err := nf.connectJS("rolecall-service "+instance, log)
+	closed := make(chan struct{})
+	nc, js, err := nf.connectJS("rolecall-service "+instance, log, nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
 	if err != nil {
 		return nil, err
 	}
@@ -41,6 +44,12 @@ func (c *runCmd) startService(nf natsFlags, instance string, src service.Snapsho
 		if err := svc.Stop(); err != nil {
 			log.Warn("micro service stop", "error", err)
 		}
-		nc.Close()
+		// micro drains its subscriptions in the background: closing the
+		// connection now would drop the requests already received.
+		// Draining it waits for their replies, then closes it.
+		if err := nc.Drain(); err != nil {
+			nc.Close()
+		}
+		<-closed
 	}, nil
 }

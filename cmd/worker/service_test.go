@@ -2,13 +2,17 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/rolecall/rolecall/discover"
 	"github.com/rolecall/rolecall/internal/natstest"
+	"github.com/rolecall/rolecall/pipeline"
 )
 
 // TestRunRegistersTheService: worker run registers the micro service by
@@ -69,4 +73,60 @@ func waitConsumer(t *testing.T, nc *nats.Conn, w *bgWorker) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("the worker never created its consumer; stderr:\n%s", w.stderr.String())
+}
+
+type fixedSnapshot struct{ snap *discover.Snapshot }
+
+func (f fixedSnapshot) Snapshot() *discover.Snapshot { return f.snap }
+
+// TestServiceStopAnswersWhatItReceived: stopping the service (on SIGTERM)
+// answers every request it has already received before its connection
+// closes. micro drains its subscriptions in the background, so closing the
+// connection right after Stop dropped most of a burst.
+func TestServiceStopAnswersWhatItReceived(t *testing.T) {
+	srv := natstest.Start(t)
+	snap, err := discover.Load("../../examples", discover.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &runCmd{serviceFlags: serviceFlags{Service: true, ServiceConcurrency: 1}}
+	stop, err := c.startService(natsFlags{NATS: srv.ClientURL()}, "w-stop", fixedSnapshot{snap}, pipeline.DefaultConfig(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	nc := natstest.Connect(t, srv)
+	replies := make(chan *nats.Msg, 1000)
+	inbox := nats.NewInbox()
+	if _, err := nc.ChanSubscribe(inbox, replies); err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	for i := range n {
+		body := fmt.Sprintf(`{"task_id":"T-%d","role":"architect"}`, i)
+		if err := nc.PublishRequest("rolecall.svc.resolve", inbox, []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Let the service's connection receive the burst, then stop it while
+	// it is still answering.
+	time.Sleep(20 * time.Millisecond)
+	stop()
+
+	got := 0
+	timeout := time.After(10 * time.Second)
+	for got < n {
+		select {
+		case m := <-replies:
+			if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
+				t.Fatalf("reply %d: error %s %s", got, code, m.Data)
+			}
+			got++
+		case <-timeout:
+			t.Fatalf("%d of %d requests answered after stop", got, n)
+		}
+	}
 }
