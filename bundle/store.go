@@ -329,10 +329,10 @@ func (s *Store) move(ctx context.Context, rec Record, rev uint64, have bool, now
 	} else {
 		n, err = s.kv.Create(ctx, KeyCurrent, val)
 	}
-	// Create finds the key there, Update JetStream's "wrong last
-	// sequence" (10071): current moved.
-	var api *jetstream.APIError
-	if errors.Is(err, jetstream.ErrKeyExists) || errors.As(err, &api) && api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+	// Create finds the key there, Update another revision: current
+	// moved. (ErrKeyRevisionMismatch covers both codes a conflict has,
+	// 10071 on one replica and 10164 on a replicated bucket.)
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return rec, &Error{Code: CodeRevisionConflict, Message: fmt.Sprintf("current moved from revision %d while this push ran: read worker config log and push again", rev)}
 	}
 	if err != nil {
