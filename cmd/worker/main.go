@@ -17,6 +17,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/rolecall/rolecall/discover"
+	"github.com/rolecall/rolecall/telemetry"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -128,6 +129,12 @@ func runContext(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		kctx, err := parser.Parse(args)
 		if err != nil {
 			fmt.Fprintln(stderr, "worker:", err)
+			return 2
+		}
+		// --log-level is every command's flag: a bad one is a usage
+		// error whether or not the command logs.
+		if _, err := telemetry.ParseLevel(c.LogLevel); err != nil {
+			fmt.Fprintln(stderr, "worker: --log-level:", err)
 			return 2
 		}
 		kctx.BindTo(ctx, (*context.Context)(nil))
