@@ -138,25 +138,41 @@ func (v *validator) check(pf *PackFile, role string, entry resolve.PackEntry, ke
 	l := v.l
 	active := true
 	entry.Active = &active
-	// tiersAndSkills reports every tier problem in full; a literal model
-	// in place of a tier symbol keeps one from hiding the later checks
-	// (the Modes) here.
-	if m := cmp.Or(entry.Model, l.cfg.Defaults.Model); m != nil && strings.HasPrefix(*m, resolve.TierPrefix) {
-		literal := "model-of-" + *m
-		entry.Model = &literal
-	}
-	pack := &resolve.Pack{Name: pf.Pack.Name, Roles: map[string]resolve.PackEntry{role: entry}}
-	_, err := resolve.Resolve(resolve.RoleName(role), resolve.Inputs{
-		Catalog: l.catalog, Pack: pack, PackSelection: resolve.PackFromWorkerDefault,
-		Defaults: l.cfg.Defaults, Policy: resolve.Policy{RejectLegacyProfiles: l.cfg.LegacyProfiles == LegacyReject},
-		Models: l.cfg.Models, Skills: l.sk.list,
-	})
-	var re *resolve.ResolutionError
-	if !errors.As(err, &re) {
-		return nil
-	}
-	if baseErr != nil && re.Code == baseErr.Code && re.Message == baseErr.Message {
+	resolveEntry := func(e resolve.PackEntry) *resolve.ResolutionError {
+		pack := &resolve.Pack{Name: pf.Pack.Name, Roles: map[string]resolve.PackEntry{role: e}}
+		_, err := resolve.Resolve(resolve.RoleName(role), resolve.Inputs{
+			Catalog: l.catalog, Pack: pack, PackSelection: resolve.PackFromWorkerDefault,
+			Defaults: l.cfg.Defaults, Policy: resolve.Policy{RejectLegacyProfiles: l.cfg.LegacyProfiles == LegacyReject},
+			Models: l.cfg.Models, Skills: l.sk.list,
+		})
+		var re *resolve.ResolutionError
+		errors.As(err, &re)
 		return re
+	}
+	// The model is checked on its own: a missing one here, for the entry
+	// (a variant cannot set one), and every tier problem by
+	// tiersAndSkills. The rest runs with a literal stand-in, so that a
+	// model problem hides none of the later checks (the Modes).
+	m := cmp.Or(entry.Model, l.cfg.Defaults.Model)
+	if m == nil && vkey == "" {
+		v.report(pf, key, vkey, resolveEntry(entry)) // model_unresolved
+	}
+	if m == nil || strings.HasPrefix(*m, resolve.TierPrefix) {
+		standIn := "stand-in-model"
+		entry.Model = &standIn
+	}
+	re := resolveEntry(entry)
+	if re != nil && (baseErr == nil || re.Code != baseErr.Code || re.Message != baseErr.Message) {
+		v.report(pf, key, vkey, re)
+	}
+	return re
+}
+
+// report adds re, when not nil, at the key of the entry (key) or of its
+// variant (vkey) that causes it.
+func (v *validator) report(pf *PackFile, key, vkey string, re *resolve.ResolutionError) {
+	if re == nil {
+		return
 	}
 	errKey, msg := key, re.Message
 	if re.Code == resolve.CodePackDefaultInvalid {
@@ -173,7 +189,6 @@ func (v *validator) check(pf *PackFile, role string, entry resolve.PackEntry, ke
 		}
 	}
 	v.addAt(pf, re.Code, errKey, re.Subject, "%s", msg)
-	return re
 }
 
 // applyVariant is entry with what set sets, as the resolver applies it.

@@ -131,3 +131,23 @@ func TestValidateTierProblemHidesNothing(t *testing.T) {
 		t.Errorf("validate:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// A missing model does not hide an entry's other problems, nor those of
+// its variants (which cannot set a model, so never repeat it).
+func TestValidateMissingModelHidesNothing(t *testing.T) {
+	dir := writeRoot(t, files{
+		"packs/team.yaml": "roles:\n  architect:\n    default_modes: [fast, slow]\n    variants:\n      - when: {pack: team}\n        set: {default_modes: [telepathic]}\n",
+	})
+	var got []string
+	for _, e := range discover.Validate(dir) {
+		got = append(got, e.Error())
+	}
+	want := []string{
+		`packs/team.yaml:2: model_unresolved: no model for casts:architect: task, profile, pack and runtime defaults give none`,
+		`packs/team.yaml:3: pack_default_invalid: pack "team" default_modes for role "architect": modes "fast" and "slow" conflict`,
+		`packs/team.yaml:6: pack_default_invalid: variants[0]: pack "team" default_modes for role "architect": mode "telepathic" is not in the catalog`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("validate:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
