@@ -103,16 +103,58 @@ func (v *validator) packs() {
 			}
 			base := entry
 			base.Variants = nil
-			baseErr := v.check(pf, role, base, key, "", nil)
+			seen := []*resolve.ResolutionError{v.check(pf, role, base, key, "", nil)}
 			for i, va := range entry.Variants {
 				vkey := fmt.Sprintf("%s.variants[%d]", key, i)
 				if v.unknownModes(pf, vkey+".set", va.Set.DefaultModes, va.Set.ModesAllow) {
 					continue
 				}
-				v.check(pf, role, applyVariant(base, va.Set), key, vkey, baseErr)
+				seen = append(seen, v.check(pf, role, applyVariant(base, va.Set), key, vkey, seen[0]))
 			}
+			v.checkTogether(pf, role, entry, key, seen)
 		}
 	}
+}
+
+// checkTogether resolves entry with its variants, as a task without
+// overrides sees it: every variant that holds for the entry's own model
+// applies, so a variant's default_modes and another's modes_allow that
+// each pass alone can fail together. A failure already reported (seen:
+// the entry's, each variant's alone) is not repeated; the others' codes
+// are reported on their own (model, tiers, skills).
+func (v *validator) checkTogether(pf *PackFile, role string, entry resolve.PackEntry, key string, seen []*resolve.ResolutionError) {
+	if len(entry.Variants) < 2 {
+		return
+	}
+	re := v.resolveEntry(pf, role, entry)
+	if re == nil || re.Code != resolve.CodePackDefaultInvalid || slices.ContainsFunc(seen, func(s *resolve.ResolutionError) bool {
+		return s != nil && s.Code == re.Code && s.Message == re.Message
+	}) {
+		return
+	}
+	c := *re
+	c.Message = "with the other variants that hold without task overrides: " + re.Message
+	vkey := ""
+	if i, ok := re.Details["variant"].(int); ok {
+		vkey = fmt.Sprintf("%s.variants[%d]", key, i)
+	}
+	v.report(pf, key, vkey, &c)
+}
+
+// resolveEntry resolves role with e (as if active) and no task overrides.
+func (v *validator) resolveEntry(pf *PackFile, role string, e resolve.PackEntry) *resolve.ResolutionError {
+	l := v.l
+	active := true
+	e.Active = &active
+	pack := &resolve.Pack{Name: pf.Pack.Name, Roles: map[string]resolve.PackEntry{role: e}}
+	_, err := resolve.Resolve(resolve.RoleName(role), resolve.Inputs{
+		Catalog: l.catalog, Pack: pack, PackSelection: resolve.PackFromWorkerDefault,
+		Defaults: l.cfg.Defaults, Policy: resolve.Policy{RejectLegacyProfiles: l.cfg.LegacyProfiles == LegacyReject},
+		Models: l.cfg.Models, Skills: l.sk.list,
+	})
+	var re *resolve.ResolutionError
+	errors.As(err, &re)
+	return re
 }
 
 // unknownModes reports modes_allow names outside the catalog (mode_unknown)
@@ -135,33 +177,19 @@ func (v *validator) unknownModes(pf *PackFile, key string, defaults, allow []str
 // that is the entry's own (baseErr) is not reported again: the variant
 // does not cause it.
 func (v *validator) check(pf *PackFile, role string, entry resolve.PackEntry, key, vkey string, baseErr *resolve.ResolutionError) *resolve.ResolutionError {
-	l := v.l
-	active := true
-	entry.Active = &active
-	resolveEntry := func(e resolve.PackEntry) *resolve.ResolutionError {
-		pack := &resolve.Pack{Name: pf.Pack.Name, Roles: map[string]resolve.PackEntry{role: e}}
-		_, err := resolve.Resolve(resolve.RoleName(role), resolve.Inputs{
-			Catalog: l.catalog, Pack: pack, PackSelection: resolve.PackFromWorkerDefault,
-			Defaults: l.cfg.Defaults, Policy: resolve.Policy{RejectLegacyProfiles: l.cfg.LegacyProfiles == LegacyReject},
-			Models: l.cfg.Models, Skills: l.sk.list,
-		})
-		var re *resolve.ResolutionError
-		errors.As(err, &re)
-		return re
-	}
 	// The model is checked on its own: a missing one here, for the entry
 	// (a variant cannot set one), and every tier problem by
 	// tiersAndSkills. The rest runs with a literal stand-in, so that a
 	// model problem hides none of the later checks (the Modes).
-	m := cmp.Or(entry.Model, l.cfg.Defaults.Model)
+	m := cmp.Or(entry.Model, v.l.cfg.Defaults.Model)
 	if m == nil && vkey == "" {
-		v.report(pf, key, vkey, resolveEntry(entry)) // model_unresolved
+		v.report(pf, key, vkey, v.resolveEntry(pf, role, entry)) // model_unresolved
 	}
 	if m == nil || strings.HasPrefix(*m, resolve.TierPrefix) {
 		standIn := "stand-in-model"
 		entry.Model = &standIn
 	}
-	re := resolveEntry(entry)
+	re := v.resolveEntry(pf, role, entry)
 	if re != nil && (baseErr == nil || re.Code != baseErr.Code || re.Message != baseErr.Message) {
 		v.report(pf, key, vkey, re)
 	}

@@ -288,6 +288,43 @@ func TestValidateVariantsOfABrokenEntry(t *testing.T) {
 	}
 }
 
+// Validate checks the variants that hold together, as a task without
+// overrides gets them: two variants that each pass alone can fail
+// together, and then every such task fails.
+func TestValidateVariantsTogether(t *testing.T) {
+	dir := writeRoot(t, files{
+		"packs/team.yaml": `roles:
+  architect:
+    model: m
+    variants:
+      - when: {model: m}
+        set: {default_modes: [fast]}
+      - when: {model: m}
+        set: {modes_allow: [slow]}
+      - when: {model: other}
+        set: {default_modes: [slow]}
+  reviewer:
+    model: m
+    variants:
+      - when: {model: m}
+        set: {default_modes: [fast, slow]}
+      - when: {model: m}
+        set: {effort: high}
+`,
+	})
+	var got []string
+	for _, e := range discover.Validate(dir) {
+		got = append(got, e.Error())
+	}
+	want := []string{
+		`packs/team.yaml:6: pack_default_invalid: variants[0]: with the other variants that hold without task overrides: pack "team" default_modes for role "architect": mode "fast" is not allowed for role "architect" in pack "team" (allowed: ["slow"])`,
+		`packs/team.yaml:15: pack_default_invalid: variants[0]: pack "team" default_modes for role "reviewer": modes "fast" and "slow" conflict`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("validate:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // A problem Validate finds in a value a placeholder gave is reported with
 // the placeholder, not the value.
 func TestValidateMasksPlaceholderValues(t *testing.T) {
