@@ -23,7 +23,8 @@ import (
 //     role_unknown, and a modes_allow entry naming no Mode is mode_unknown;
 //   - every variant of every entry the same way, with its set applied, so
 //     a variant that names an unknown Mode is reported at the variant's
-//     file and line;
+//     file and line, and the entry with the variants that hold for it
+//     together, as a task without overrides gets them;
 //   - every overlay profile's base_role is in the catalog
 //     (overlay_role_missing), a replacement declares none
 //     (replacement_has_base_role), resume_on_timeout has a timeout
