@@ -294,10 +294,13 @@ func (v *validator) config() {
 		case l.brokenProfiles[name]:
 		case !ok:
 			v.add(resolve.CodeExternalProfileMissing, file, line, key, name, "overlays binds role %q to profile %q, which does not exist", role, name)
-		case p.Disposition != resolve.DispositionOverlay:
-			v.add(resolve.CodeReplacementRequiresExternalRef, file, line, key, name, "overlays binds role %q to profile %q, which is not an overlay", role, name)
+		// In the order a task for the role checks the profile (docs/CONFIG.md, step 2).
 		case !p.IsEnabled():
 			v.add(resolve.CodeExternalProfileInactive, file, line, key, name, "overlays binds role %q to profile %q, which is disabled", role, name)
+		case p.Disposition == resolve.DispositionLegacy && l.cfg.LegacyProfiles == LegacyReject:
+			v.add(resolve.CodeProfileDispositionRequired, file, line, key, name, "overlays binds role %q to profile %q, which has no disposition while legacy profiles are rejected", role, name)
+		case p.Disposition != resolve.DispositionOverlay:
+			v.add(resolve.CodeReplacementRequiresExternalRef, file, line, key, name, "overlays binds role %q to profile %q, which is not an overlay", role, name)
 		case p.BaseRole != nil && *p.BaseRole != role:
 			v.add(resolve.CodeOverlayRoleMismatch, file, line, key, name, "overlays binds role %q to profile %q, whose base_role is %q", role, name, *p.BaseRole)
 		}

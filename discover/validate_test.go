@@ -1,6 +1,7 @@
 package discover_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -149,5 +150,41 @@ func TestValidateMissingModelHidesNothing(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("validate:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// An overlays binding is checked in the order a task for its role checks
+// the profile, so validate names the code the task fails with.
+func TestValidateBindingsInTaskOrder(t *testing.T) {
+	dir := writeRoot(t, files{
+		"rolecall.yaml":   "legacy_profiles: reject\noverlays:\n  reviewer: off\n  tester: old\n",
+		"agents/off.md":   "---\ndisposition: replacement\nenabled: false\n---\nx\n",
+		"agents/old.md":   "---\ndescription: legacy\n---\nx\n",
+		"packs/team.yaml": "roles:\n  reviewer: {model: m}\n  tester: {model: m}\n",
+	})
+	s, err := discover.Load(dir, discover.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]resolve.Code{}
+	for _, role := range []string{"reviewer", "tester"} {
+		in, err := s.Inputs(discover.Request{Ref: resolve.RoleName(role), Pack: ptr("team")})
+		if err == nil {
+			_, err = resolve.Resolve(resolve.RoleName(role), in)
+		}
+		var re *resolve.ResolutionError
+		if !errors.As(err, &re) {
+			t.Fatalf("%s: %v, want a resolution error", role, err)
+		}
+		want[role] = re.Code
+	}
+	got := map[string]resolve.Code{}
+	for _, e := range discover.Validate(dir) {
+		if role, ok := strings.CutPrefix(e.Key, "overlays."); ok {
+			got[role] = e.Code
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("validate reports the bindings as %v; tasks fail with %v", got, want)
 	}
 }
