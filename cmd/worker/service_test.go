@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
@@ -102,6 +103,8 @@ func TestServiceStopAnswersWhatItReceived(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 300
+	const svcConn = "rolecall-service w-stop"
+	before := outMsgs(t, srv, svcConn)
 	for i := range n {
 		body := fmt.Sprintf(`{"task_id":"T-%d","role":"architect"}`, i)
 		if err := nc.PublishRequest("rolecall.svc.resolve", inbox, []byte(body)); err != nil {
@@ -111,9 +114,16 @@ func TestServiceStopAnswersWhatItReceived(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	// Let the service's connection receive the burst, then stop it while
-	// it is still answering.
-	time.Sleep(20 * time.Millisecond)
+	// Stop once the server has sent the whole burst to the service's
+	// connection, while it is still answering: received, then, means
+	// delivered before the drain's unsubscribe.
+	deadline := time.Now().Add(10 * time.Second)
+	for outMsgs(t, srv, svcConn) < before+n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not send the service the %d requests in 10s", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	stop()
 
 	got := 0
@@ -129,4 +139,21 @@ func TestServiceStopAnswersWhatItReceived(t *testing.T) {
 			t.Fatalf("%d of %d requests answered after stop", got, n)
 		}
 	}
+}
+
+// outMsgs is how many messages the server has sent the connection named
+// name.
+func outMsgs(t *testing.T, srv *server.Server, name string) int64 {
+	t.Helper()
+	cz, err := srv.Connz(&server.ConnzOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cz.Conns {
+		if c.Name == name {
+			return c.OutMsgs
+		}
+	}
+	t.Fatalf("no connection %q", name)
+	return 0
 }
