@@ -3,6 +3,7 @@ package discover
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/rolecall/rolecall/resolve"
@@ -50,10 +51,13 @@ func (d *ydoc) variants(n *yaml.Node, key string) ([]resolve.Variant, *Error) {
 	return out, nil
 }
 
-// when decodes a variant's conditions, in the order written. Each value
-// is an exact string or {matches: <path.Match glob>}.
+// when decodes a variant's conditions. Each value is an exact string or
+// {matches: <path.Match glob>}. Every condition must hold, so their order
+// means nothing: they are kept in the order of whenKeys, and an empty
+// when is nil like an absent one, so that neither the key order of the
+// mapping nor {} against absent changes the pack's digest.
 func (d *ydoc) when(n *yaml.Node, key string) ([]resolve.Condition, *Error) {
-	conds := []resolve.Condition{}
+	var conds []resolve.Condition
 	err := d.fields(n, key, whenKeys, nil, nil, func(f pair, key string) *Error {
 		c := resolve.Condition{Key: f.key}
 		if f.v.Kind == yaml.MappingNode {
@@ -103,6 +107,9 @@ func (d *ydoc) when(n *yaml.Node, key string) ([]resolve.Condition, *Error) {
 	if err != nil {
 		return nil, err
 	}
+	slices.SortFunc(conds, func(a, b resolve.Condition) int {
+		return slices.Index(whenKeys, a.Key) - slices.Index(whenKeys, b.Key)
+	})
 	return conds, nil
 }
 

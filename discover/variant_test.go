@@ -345,3 +345,31 @@ func TestValidateMasksPlaceholderValues(t *testing.T) {
 		}
 	}
 }
+
+// A pack's digest is over its decoded values, so the key order of a
+// variant's when, or {} written for an absent when, does not change it:
+// every condition must hold, in any order.
+func TestVariantDigestIgnoresWhenOrder(t *testing.T) {
+	digest := func(variants string) string {
+		return packOf(t, variantPack(variants), nil, "team").Pack.Digest
+	}
+	cases := []struct{ name, a, b string }{
+		{
+			name: "the key order of when",
+			a:    "      - when: {model: claude-opus-4-1, pack: team, role: architect}\n        set: {effort: high}\n",
+			b:    "      - when: {role: architect, pack: team, model: claude-opus-4-1}\n        set: {effort: high}\n",
+		},
+		{
+			name: "an empty when and an absent one",
+			a:    "      - when: {}\n        set: {effort: high}\n",
+			b:    "      - set: {effort: high}\n",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if a, b := digest(tc.a), digest(tc.b); a == "" || a != b {
+				t.Errorf("pack digests differ: %s and %s", a, b)
+			}
+		})
+	}
+}
