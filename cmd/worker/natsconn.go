@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -95,7 +96,12 @@ func (f natsFlags) connect(name string, log *slog.Logger, extra ...nats.Option) 
 	urls := strings.Join(strings.Fields(strings.ReplaceAll(cmp.Or(f.NATS, nats.DefaultURL), ",", " ")), ",")
 	nc, err := nats.Connect(urls, opts...)
 	if err != nil {
-		// The URL may carry credentials; never echo it unredacted.
+		// The URL may carry credentials; never echo it unredacted. A URL
+		// that does not parse is named by its fault alone.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return nil, fmt.Errorf("connect to NATS: malformed server URL: %w", ue.Err)
+		}
 		if errors.Is(err, nats.ErrNoServers) {
 			return nil, fmt.Errorf("connect to NATS: %w (is a server running there? worker run starts an embedded one when given no URL; --nats or ROLECALL_NATS_URL names another)", err)
 		}

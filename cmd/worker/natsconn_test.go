@@ -122,3 +122,28 @@ func TestSlowConsumerIsCountedOnARealConnection(t *testing.T) {
 		t.Errorf("%d slow-consumer lines, want 1:\n%s", n, buf.String())
 	}
 }
+
+// TestConnectErrorHidesURLCredentials: a server URL that does not parse
+// fails with its fault, never with the URL and the password in it.
+func TestConnectErrorHidesURLCredentials(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for _, u := range []string{
+		"nats://u:s3cret@127.0.0.1:xx",
+		"nats://u:s3cret@[::1",
+		"nats://u:s3cret%zz@127.0.0.1:1",
+		"nats://127.0.0.1:1,nats://u:s3cret@127.0.0.1:xx",
+	} {
+		nc, err := natsFlags{NATS: u}.connect("test", log)
+		if err == nil {
+			nc.Close()
+			t.Errorf("%s: connected", u)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: error shows the password: %v", u, err)
+		}
+		if !strings.Contains(err.Error(), "malformed server URL") {
+			t.Errorf("%s: error %q does not say the URL is malformed", u, err)
+		}
+	}
+}
