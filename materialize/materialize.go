@@ -154,15 +154,19 @@ func check(r *resolve.ResolvedAgentSpec) error {
 
 // SystemMessage is the system message of r: the trimmed preamble, a
 // blank line and prompt_body when lion_system is set and the preamble is
-// not blank, else prompt_body itself. It fails with materialize_failed
-// where Materialize would, and builds nothing else.
+// not blank, else prompt_body itself. Like any empty block, an empty
+// prompt_body adds nothing, not even the blank line. It fails with
+// materialize_failed where Materialize would, and builds nothing else.
 func SystemMessage(r *resolve.ResolvedAgentSpec, preamble string) (string, error) {
 	if err := check(r); err != nil {
 		return "", err
 	}
 	head := strings.TrimSpace(preamble)
-	if !r.LionSystem || head == "" {
+	switch {
+	case !r.LionSystem || head == "":
 		return r.PromptBody, nil
+	case r.PromptBody == "":
+		return head, nil
 	}
 	return head + resolve.BlockSeparator + r.PromptBody, nil
 }

@@ -187,6 +187,8 @@ func TestSystemMessage(t *testing.T) {
 		{"an empty preamble adds nothing", "", true, "BODY", "BODY"},
 		{"a whitespace preamble adds nothing", " \n ", true, "BODY", "BODY"},
 		{"the body is never changed", "PRE", true, "  BODY\n", "PRE\n\n  BODY\n"},
+		{"an empty body adds nothing, not even the blank line", "PRE", true, "", "PRE"},
+		{"without lion_system an empty body stays empty", "PRE", false, "", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
