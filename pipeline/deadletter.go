@@ -47,6 +47,8 @@ func decodeMaxDeliveriesAdvisory(data []byte) (maxDeliveriesAdvisory, error) {
 // deadLetter handles one max-deliveries advisory.
 func (w *Worker) deadLetter(ctx context.Context, m jetstream.Msg) {
 	defer w.alive.drop(m) // consume held it
+	d := &delivery{msg: m, start: time.Now(), deadLetter: true}
+	defer func() { w.settlePanic(ctx, d, recover()) }()
 	adv, err := decodeMaxDeliveriesAdvisory(m.Data())
 	if err != nil {
 		// Not an advisory we understand: nothing to publish for it.
@@ -54,7 +56,7 @@ func (w *Worker) deadLetter(ctx context.Context, m jetstream.Msg) {
 		_ = m.Term()
 		return
 	}
-	d := &delivery{msg: m, start: time.Now(), seq: adv.StreamSeq, deadLetter: true}
+	d.seq = adv.StreamSeq
 	var raw *jetstream.RawStreamMsg
 	stream, err := w.js.Stream(ctx, w.cfg.TasksStream)
 	if err == nil {

@@ -72,30 +72,36 @@ const (
 
 // run owns one delivery from fetch to settle: decode → look up → handle →
 // encode → publish → record → ack. Its deferred calls are the only place
-// the delivery is released (keep-alive, telemetry), however it ends.
+// the delivery is released (keep-alive, telemetry), however it ends, and
+// the one recover (settlePanic) covers all of it, decoding included.
 func (w *Worker) run(ctx context.Context, msg jetstream.Msg) {
 	d := &delivery{msg: msg, start: time.Now()}
-	if md, _ := msg.Metadata(); md != nil {
-		d.seq, d.n = md.Sequence.Stream, md.NumDelivered
-	}
 	// consume holds msg from the moment it was fetched; this is the one
 	// release.
 	defer w.alive.drop(msg)
+	// The closures read ctx when they run: begin's, once it has returned.
+	defer func() { w.obs.end(ctx, d) }()
+	defer func() { w.settlePanic(ctx, d, recover()) }()
+	if md, _ := msg.Metadata(); md != nil {
+		d.seq, d.n = md.Sequence.Stream, md.NumDelivered
+	}
 	d.inc, d.decodeErr = events.DecodeTask(msg.Headers(), msg.Data(), events.DecodeOptions{MaxDataBytes: w.cfg.MaxDataBytes})
 	d.decodeEnd = time.Now()
 	ctx = w.obs.begin(ctx, d)
-	defer w.obs.end(ctx, d)
-	defer func() {
-		if r := recover(); r != nil {
-			// A panic is a bug, but it must not crash the worker or lose
-			// the task: another delivery (or the dead-letter path) will
-			// produce the outcome.
-			w.log.ErrorContext(ctx, "panic while processing task", append(d.logAttrs(), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))...)
-			d.err = fmt.Errorf("panic: %v", r)
-			w.nak(ctx, d)
-		}
-	}()
 	w.deliver(ctx, d)
+}
+
+// settlePanic is deferred by run and deadLetter, with what recover
+// returned. A panic is a bug, but it must not crash the worker or lose the
+// task: the message is nak'ed, and another delivery (or the dead-letter
+// path) produces the outcome.
+func (w *Worker) settlePanic(ctx context.Context, d *delivery, r any) {
+	if r == nil {
+		return
+	}
+	w.log.ErrorContext(ctx, "panic while processing task", append(d.logAttrs(), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))...)
+	d.err = fmt.Errorf("panic: %v", r)
+	w.nak(ctx, d)
 }
 
 func (w *Worker) deliver(ctx context.Context, d *delivery) {
