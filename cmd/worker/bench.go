@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -43,8 +44,16 @@ func (c *benchCmd) Run(ctx context.Context, g *globals, kctx *kong.Context) (err
 	if err != nil {
 		return usageErr("--mix: %v", err)
 	}
-	if c.Tasks <= 0 || c.Concurrency < 0 || c.Repeat <= 0 || c.Warmup < 0 || c.Rate < 0 || c.PreviewFlood < 0 || c.PeakFraction < 0 || c.PeakFraction > 1 {
-		return usageErr("--tasks and --repeat must be positive, --concurrency, --warmup, --rate and --preview-flood not negative and --peak-fraction between 0 and 1")
+	// Written so that NaN fails each float check (every comparison with it
+	// is false): a NaN --rate neither preloaded nor published a task, and
+	// the run waited out its timeout.
+	if c.Tasks <= 0 || c.Concurrency < 0 || c.Repeat <= 0 || c.Warmup < 0 || c.Timeout <= 0 ||
+		!(c.Rate >= 0 && c.PreviewFlood >= 0 && c.PeakFraction >= 0 && c.PeakFraction <= 1) {
+		return usageErr("--tasks, --repeat and --timeout must be positive, --concurrency, --warmup, --rate and --preview-flood not negative and --peak-fraction between 0 and 1")
+	}
+	// An infinite rate is no schedule, and JSON has no Inf for the report.
+	if math.IsInf(c.Rate, 0) || math.IsInf(c.PreviewFlood, 0) {
+		return usageErr("--rate and --preview-flood must be finite")
 	}
 	opts := bench.Options{
 		Tasks: c.Tasks, Concurrency: c.Concurrency, Mix: mix, Baseline: c.Baseline,

@@ -56,6 +56,16 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"bench", "--mix", "casts=1,bogus=2"},
 		{"bench", "--tasks", "0"},
 		{"bench", "--rate", "-1"},
+		// The = form reaches the command's own checks (kong refuses
+		// "--rate -1" itself); NaN and Inf pass a plain < 0 check. A small
+		// run, so that one the checks let through ends quickly.
+		{"bench", "--rate=-1", "--tasks", "1", "--warmup", "0", "--repeat", "1"},
+		{"bench", "--rate=NaN", "--tasks", "1", "--warmup", "0", "--repeat", "1", "--timeout", "2s"},
+		{"bench", "--rate=+Inf", "--tasks", "1", "--warmup", "0", "--repeat", "1", "--json"},
+		{"bench", "--preview-flood=NaN", "--tasks", "1", "--warmup", "0", "--repeat", "1"},
+		{"bench", "--preview-flood=+Inf", "--tasks", "1", "--warmup", "0", "--repeat", "1", "--json"},
+		{"bench", "--peak-fraction=NaN", "--tasks", "1", "--warmup", "0", "--repeat", "1"},
+		{"bench", "--timeout=0s", "--tasks", "1", "--warmup", "0", "--repeat", "1"},
 		{"bench", "--distinct-configs"},
 		{"bench", "--max-in-flight", "8"},
 	} {
