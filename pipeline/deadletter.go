@@ -120,6 +120,7 @@ func (w *Worker) deadLetter(ctx context.Context, m jetstream.Msg) {
 		_ = m.NakWithDelay(time.Second)
 		return
 	}
+	d.acked = true
 	if err := m.Ack(); err != nil {
 		w.log.WarnContext(ctx, "dead-letter ack failed", append(attrs, "error", err)...)
 	}

@@ -43,6 +43,9 @@ type delivery struct {
 	revision string
 	// subject is the published outcome's subject.
 	subject string
+	// acked is set once the message was acked: a panic after it (the
+	// allocator's) gives nothing back.
+	acked bool
 	// How the delivery ended, for telemetry: ended is one of the end*
 	// values, code the failure code, err the last transient fault.
 	ended string
@@ -94,14 +97,24 @@ func (w *Worker) run(ctx context.Context, msg jetstream.Msg) {
 // settlePanic is deferred by run and deadLetter, with what recover
 // returned. A panic is a bug, but it must not crash the worker or lose the
 // task: the message is nak'ed, and another delivery (or the dead-letter
-// path) produces the outcome.
+// path) produces the outcome. After the ack there is nothing to give
+// back: the outcome is stored, and the delivery ended as it was counted
+// (run calls only the allocator then).
 func (w *Worker) settlePanic(ctx context.Context, d *delivery, r any) {
 	if r == nil {
 		return
 	}
-	w.log.ErrorContext(ctx, "panic while processing task", append(d.logAttrs(), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))...)
-	d.err = fmt.Errorf("panic: %v", r)
-	w.nak(ctx, d)
+	attrs := append(d.logAttrs(), "error", fmt.Sprintf("panic: %v", r), "stack", string(debug.Stack()))
+	switch {
+	case d.acked && d.deadLetter:
+		w.log.ErrorContext(ctx, "panic after the dead-letter advisory was acked", attrs...)
+	case d.acked:
+		w.log.ErrorContext(ctx, "allocator failed after resolution was published; the task is acked", attrs...)
+	default:
+		w.log.ErrorContext(ctx, "panic while processing task", attrs...)
+		d.err = fmt.Errorf("panic: %v", r)
+		w.nak(ctx, d)
+	}
 }
 
 func (w *Worker) deliver(ctx context.Context, d *delivery) {
@@ -446,6 +459,7 @@ func (w *Worker) abandon(step Step, d *delivery) bool {
 // ack settles a delivery that has its outcome. A lost ack only means a
 // redelivery, which finds the outcome (the store, or the duplicate window).
 func (w *Worker) ack(ctx context.Context, d *delivery) {
+	d.acked = true
 	if err := d.msg.Ack(); err != nil {
 		w.log.WarnContext(ctx, "ack failed; the task will be redelivered and find its outcome", append(d.logAttrs(), "error", err)...)
 	}

@@ -3,6 +3,8 @@ package pipeline_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -97,5 +99,49 @@ func TestPanicInDeadLetterIsRetried(t *testing.T) {
 	}
 	if n := prop.calls.Load(); n < 4 {
 		t.Errorf("%d extractions, want the dead-letter path's second try after its panic", n)
+	}
+}
+
+// panickyAllocator panics, after the outcome was published and the task
+// acked.
+type panickyAllocator struct{ n atomic.Int32 }
+
+func (a *panickyAllocator) Allocate(context.Context, *events.ResolvedData) error {
+	a.n.Add(1)
+	panic("injected bug in an allocator")
+}
+
+// TestAllocatorPanicAfterAck: a panicking allocator runs after the task
+// was acked, so the delivery ended resolved, not as a retry: the metrics
+// say so, and the log says the allocator failed, not that the task will be
+// redelivered.
+func TestAllocatorPanicAfterAck(t *testing.T) {
+	h := newHarness(t, testConfig())
+	reader, inst := manualInstruments(t)
+	var logs lockedBuffer
+	alloc := &panickyAllocator{}
+	r := h.start(loadSource(t, emptyRoot(t)), pipeline.Options{Allocator: alloc, Instruments: inst, Logger: telemetry.NewLogger(&logs, slog.LevelDebug, true)})
+	id := h.submit(`{"task_id":"T-alloc-panic","role":"architect"}`, false)
+	exactlyOnce(t, []string{id}, h.waitOutcomes(1, 10*time.Second))
+	for deadline := time.Now().Add(5 * time.Second); alloc.n.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.stop(t)
+	if n := alloc.n.Load(); n != 1 {
+		t.Errorf("allocator called %d times, want 1", n)
+	}
+	if diff := cmp.Diff(map[string]int64{"resolved": 1}, taskCounts(t, reader)); diff != "" {
+		t.Errorf("rolecall.tasks (-want +got):\n%s", diff)
+	}
+	var failed bool
+	for _, l := range logs.taskLines(t) {
+		msg, _ := l["msg"].(string)
+		if strings.Contains(msg, "redelivered") {
+			t.Errorf("log line %q after the task was acked", msg)
+		}
+		failed = failed || strings.Contains(msg, "allocator failed")
+	}
+	if !failed {
+		t.Error("no log line says the allocator failed")
 	}
 }
