@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -38,9 +39,6 @@ type delivery struct {
 	// sequence when those cannot be read.
 	id  string
 	out Outcome
-	// revision is the config bundle's revision the outcome was decided
-	// with, "" for a config root on disk (revision.go).
-	revision string
 	// subject is the published outcome's subject.
 	subject string
 	// acked is set once the message was acked: a panic after it (the
@@ -146,9 +144,7 @@ func (w *Worker) deliver(ctx context.Context, d *delivery) {
 	if d.decodeErr != nil {
 		d.out = DecodeFailed(w.src.Snapshot(), &d.inc.Task.TaskID, d.decodeErr)
 	} else {
-		snap := w.src.Snapshot()
-		d.out = Handle(snap, d.inc.Task, d.inc.Ref, w.obs.stages(ctx))
-		d.revision = configRevision(snap)
+		d.out = Handle(w.src.Snapshot(), d.inc.Task, d.inc.Ref, w.obs.stages(ctx))
 	}
 
 	ack, err := w.publish(ctx, d)
@@ -314,8 +310,8 @@ func (w *Worker) encode(ctx context.Context, d *delivery) (*nats.Msg, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.revision != "" {
-		m.Header.Set(HeaderConfigRevision, d.revision)
+	if dec := d.out.Decision(); dec != nil && dec.Config.Revision != nil {
+		m.Header.Set(HeaderConfigRevision, strconv.FormatUint(*dec.Config.Revision, 10))
 	}
 	return m, nil
 }
