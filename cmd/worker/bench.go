@@ -9,11 +9,9 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/alecthomas/kong"
 	"github.com/nats-io/nats.go"
 
 	"github.com/rolecall/rolecall/internal/bench"
@@ -39,7 +37,10 @@ type benchCmd struct {
 	LatencyCSV   string        `name:"latency-csv" help:"Write each task's enqueue time and latency of every measured run to FILE as CSV (milliseconds; enqueue times count from the start of a collection forced first: with GODEBUG=gctrace=1, the first cycle marked (forced))." type:"path" placeholder:"FILE"`
 }
 
-func (c *benchCmd) Run(ctx context.Context, g *globals, kctx *kong.Context) (err error) {
+// Run ignores --root and ROLECALL_ROOT (which the worker image sets): the
+// workload's tasks name the roles, packs and profiles of the config root
+// the bench generates, and each run checks every outcome against it.
+func (c *benchCmd) Run(ctx context.Context, g *globals) (err error) {
 	mix, err := bench.ParseMix(c.Mix)
 	if err != nil {
 		return usageErr("--mix: %v", err)
@@ -60,11 +61,6 @@ func (c *benchCmd) Run(ctx context.Context, g *globals, kctx *kong.Context) (err
 		Rate: c.Rate, PeakFraction: c.PeakFraction, Trace: c.Trace, Binary: c.Binary, Repeat: c.Repeat,
 		Warmup: c.Warmup, PreviewFlood: c.PreviewFlood, URL: c.NATS, Purge: c.Purge, Timeout: c.Timeout,
 		Progress: g.stderr, ProgressTTY: isTerminal(g.stderr),
-	}
-	// The generated config root is the default: --root (or ROLECALL_ROOT)
-	// benchmarks a deployment's own files instead.
-	if rootSet(kctx) {
-		opts.Root = g.Root
 	}
 	if c.NATS != "" {
 		nf := c.natsFlags
@@ -104,23 +100,6 @@ func (c *benchCmd) Run(ctx context.Context, g *globals, kctx *kong.Context) (err
 	}
 	printReport(g.stdout, rep)
 	return nil
-}
-
-// rootSet reports whether the user chose a root: kong marks a flag with a
-// default as set, so look at the arguments and the variable themselves.
-func rootSet(kctx *kong.Context) bool {
-	if _, ok := os.LookupEnv("ROLECALL_ROOT"); ok {
-		return true
-	}
-	for _, a := range kctx.Args {
-		if a == "--" {
-			break
-		}
-		if a == "--root" || strings.HasPrefix(a, "--root=") {
-			return true
-		}
-	}
-	return false
 }
 
 func printReport(w io.Writer, r *bench.Report) {

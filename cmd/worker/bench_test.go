@@ -133,3 +133,16 @@ func TestBenchLatencyCSV(t *testing.T) {
 		t.Errorf("rows per loop %v, want 60 of each", loops)
 	}
 }
+
+// TestBenchIgnoresRoot: the bench answers its tasks from the root it
+// generates, whatever ROLECALL_ROOT (which the worker image sets) or
+// --root name: against a deployment's root (examples/ here) every task
+// failed with pack_not_found and the run was an error.
+func TestBenchIgnoresRoot(t *testing.T) {
+	t.Setenv("ROLECALL_ROOT", "../../examples")
+	stdout, _ := runBench(t, "--tasks", "20", "--concurrency", "2", "--warmup", "0", "--repeat", "1")
+	if want := "18 resolved, 2 failed, every task exactly one"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("report lacks %q:\n%s", want, stdout.String())
+	}
+	runBench(t, "--root", "../../examples", "--tasks", "20", "--concurrency", "2", "--warmup", "0", "--repeat", "1")
+}

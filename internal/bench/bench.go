@@ -69,8 +69,6 @@ type Options struct {
 	// the store's files grow to their working size there, not in whichever
 	// loop runs first.
 	Warmup int
-	// Root is the config root; "" generates one in a temporary directory.
-	Root string
 	// URL is the NATS server; "" starts an embedded server with its own
 	// temporary store directory.
 	URL string
@@ -476,19 +474,18 @@ func setup(o Options) (*env, func(), error) {
 		e.epoch = latencyEpoch()
 	}
 
-	root := o.Root
-	if root == "" {
-		dir, err := os.MkdirTemp("", "rolecall-bench-root-")
-		if err != nil {
-			return fail(err)
-		}
-		undo = append(undo, func() { _ = os.RemoveAll(dir) })
-		if err := writeRoot(dir); err != nil {
-			return fail(fmt.Errorf("bench: write config root: %w", err))
-		}
-		root = dir
+	// The workload is written for the generated root: expectedSubject is
+	// what its tasks give there.
+	root, err := os.MkdirTemp("", "rolecall-bench-root-")
+	if err != nil {
+		return fail(err)
 	}
-	src, err := discover.NewSource(root, discover.Options{ReloadInterval: time.Second}, slog.New(slog.DiscardHandler))
+	undo = append(undo, func() { _ = os.RemoveAll(root) })
+	if err := writeRoot(root); err != nil {
+		return fail(fmt.Errorf("bench: write config root: %w", err))
+	}
+	// Never started: the root does not change while the bench runs.
+	src, err := discover.NewSource(root, discover.Options{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return fail(fmt.Errorf("bench: load config root %s: %w", root, err))
 	}

@@ -8,7 +8,7 @@
 // is in the specs stream. The loops:
 //
 //   - pipeline: pipeline.New + Run as `worker run` wires it, over a
-//     discover.Source of a config root (generated, or the caller's), with
+//     discover.Source of the config root it generates, with
 //     the idempotency store on at the default horizon, metrics on, tracing
 //     off (or on with a discarding exporter);
 //   - pipeline-store-off: the same with the idempotency store off;
