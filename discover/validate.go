@@ -24,7 +24,8 @@ import (
 //   - every variant of every entry the same way, with its set applied, so
 //     a variant that names an unknown Mode is reported at the variant's
 //     file and line, and the entry with the variants that hold for it
-//     together, as a task without overrides gets them;
+//     together, as a task without overrides gets them (or, when the
+//     entry's model gives none, a task that names its own model);
 //   - every overlay profile's base_role is in the catalog
 //     (overlay_role_missing), a replacement declares none
 //     (replacement_has_base_role), resume_on_timeout has a timeout
@@ -120,7 +121,9 @@ func (v *validator) packs() {
 // checkTogether resolves entry with its variants, as a task without
 // overrides sees it: every variant that holds for the entry's own model
 // applies, so a variant's default_modes and another's modes_allow that
-// each pass alone can fail together. A failure already reported (seen:
+// each pass alone can fail together. When the entry's model gives none
+// (missing, or a tier that fails), the variants are checked for a literal
+// stand-in, as a task that names its own model gets them. A failure already reported (seen:
 // the entry's, each variant's alone) is not repeated; the others' codes
 // are reported on their own (model, tiers, skills).
 func (v *validator) checkTogether(pf *PackFile, role string, entry resolve.PackEntry, key string, seen []*resolve.ResolutionError) {
@@ -128,6 +131,15 @@ func (v *validator) checkTogether(pf *PackFile, role string, entry resolve.PackE
 		return
 	}
 	re := v.resolveEntry(pf, role, entry)
+	switch {
+	case re == nil:
+		return
+	case re.Code == resolve.CodeModelUnresolved, re.Code == resolve.CodeTierUnknown, re.Code == resolve.CodeTierUnsupported, re.Code == resolve.CodeTierUnavailable:
+		// The model is reported on its own (check, tiersAndSkills).
+		standIn := "stand-in-model"
+		entry.Model = &standIn
+		re = v.resolveEntry(pf, role, entry)
+	}
 	if re == nil || re.Code != resolve.CodePackDefaultInvalid || slices.ContainsFunc(seen, func(s *resolve.ResolutionError) bool {
 		return s != nil && s.Code == re.Code && s.Message == re.Message
 	}) {

@@ -373,3 +373,48 @@ func TestVariantDigestIgnoresWhenOrder(t *testing.T) {
 		})
 	}
 }
+
+// A model problem of the entry (reported on its own) does not hide
+// variants that fail together: a task that names its own model gets them
+// and fails with pack_default_invalid.
+func TestValidateVariantsTogetherWithoutAModel(t *testing.T) {
+	const variants = `    variants:
+      - when: {role: architect}
+        set: {default_modes: [fast]}
+      - when: {pack: team}
+        set: {modes_allow: [slow]}
+`
+	together := `pack_default_invalid: variants[0]: with the other variants that hold without task overrides: pack "team" default_modes for role "architect": mode "fast" is not allowed for role "architect" in pack "team" (allowed: ["slow"])`
+	cases := []struct {
+		name  string
+		fs    files
+		codes []string // the other problems, by code
+	}{
+		{"no model at all", files{"packs/team.yaml": "roles:\n  architect:\n" + variants}, []string{"model_unresolved"}},
+		{"a tier without a model", files{
+			"rolecall.yaml":   "models: {tiers: {strong: null}}\n",
+			"packs/team.yaml": "roles:\n  architect:\n    model: tier:strong\n" + variants,
+		}, []string{"tier_unavailable"}},
+		{"a tier the catalog does not hold", files{
+			"packs/team.yaml": "roles:\n  architect:\n    model: tier:strong\n" + variants,
+		}, []string{"tier_unknown"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got, codes []string
+			for _, e := range discover.Validate(writeRoot(t, tc.fs)) {
+				if e.Code == resolve.CodePackDefaultInvalid {
+					got = append(got, e.Error())
+				} else {
+					codes = append(codes, string(e.Code))
+				}
+			}
+			if len(got) != 1 || !strings.HasSuffix(got[0], together) {
+				t.Errorf("pack_default_invalid problems: %q\nwant one ending %s", got, together)
+			}
+			if !reflect.DeepEqual(codes, tc.codes) {
+				t.Errorf("other problems: %q, want %q", codes, tc.codes)
+			}
+		})
+	}
+}
