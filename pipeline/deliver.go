@@ -41,6 +41,9 @@ type delivery struct {
 	out Outcome
 	// subject is the published outcome's subject.
 	subject string
+	// retryUntil ends the delivery's retrying in place (Worker.retry):
+	// zero until its first transient fault.
+	retryUntil time.Time
 	// acked is set once the message was acked: a panic after it (the
 	// allocator's) gives nothing back.
 	acked bool
@@ -391,20 +394,32 @@ func PublishOptions() []jetstream.PublishOpt {
 var publishOpts = PublishOptions()
 
 // retry runs op, each attempt bounded by opTimeout, until it succeeds or
-// fails for good, or RetryFor has passed: a broker that is electing a
-// leader or reconnecting answers again within that, and the task is kept
-// alive meanwhile, so the fault costs no delivery. d may be nil.
+// fails for good, or the delivery's RetryFor has passed: a broker that is
+// electing a leader or reconnecting answers again within that, and the
+// task is kept alive meanwhile, so the fault costs no delivery. RetryFor
+// is one budget per delivery, counted from its first fault and shared by
+// its look-up, publish and record, and no attempt outlasts it: a delivery
+// holds its task at most RetryFor past its first fault, as the duplicate
+// window's rule assumes (RequiredDuplicateWindow). d may be nil (a budget
+// of its own).
 func (w *Worker) retry(ctx context.Context, d *delivery, what string, before func() error, op func(context.Context) error) error {
-	deadline := time.Now().Add(w.cfg.RetryFor)
+	until := new(time.Time)
+	if d != nil {
+		until = &d.retryUntil
+	}
 	wait, timeout := 50*time.Millisecond, firstOpTimeout
 	for attempt := 1; ; attempt++ {
-		err := attemptOnce(ctx, timeout, before, op)
+		began := time.Now()
+		err := attemptOnce(ctx, timeout, *until, before, op)
 		if err == nil || permanent(err) {
 			return err
 		}
-		left := time.Until(deadline)
+		if until.IsZero() {
+			*until = began.Add(w.cfg.RetryFor)
+		}
+		left := time.Until(*until)
 		if left <= 0 {
-			return fmt.Errorf("%s: %w (still failing after %d attempts in %s)", what, err, attempt, w.cfg.RetryFor)
+			return fmt.Errorf("%s: %w (still failing after %d attempts, retry_for %s spent)", what, err, attempt, w.cfg.RetryFor)
 		}
 		if attempt == 1 {
 			var attrs []any
@@ -425,12 +440,15 @@ func (w *Worker) retry(ctx context.Context, d *delivery, what string, before fun
 }
 
 // attemptOnce runs before (a test hook; its time is its own) and then op
-// with the attempt's timeout.
-func attemptOnce(ctx context.Context, timeout time.Duration, before func() error, op func(context.Context) error) error {
+// with the attempt's timeout, cut short at until (zero: not).
+func attemptOnce(ctx context.Context, timeout time.Duration, until time.Time, before func() error, op func(context.Context) error) error {
 	if before != nil {
 		if err := before(); err != nil {
 			return err
 		}
+	}
+	if !until.IsZero() {
+		timeout = min(timeout, time.Until(until))
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
