@@ -868,16 +868,28 @@ func (e *env) pulling(ctx context.Context, cfg pipeline.Config) error {
 }
 
 // await polls the specs stream until it holds want messages. published,
-// when not nil, gives the result of a publisher running alongside.
+// when not nil, gives the result of a publisher running alongside. When
+// ctx ends first, whichever call saw it, the run's timeout is
+// ErrIncomplete with the count reached, and a cancellation ctx's error.
 func (e *env) await(ctx context.Context, specs jetstream.Stream, want int, prog *progress, published <-chan error) error {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
+	got := 0
+	ended := func(err error) error {
+		switch {
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			return fmt.Errorf("%w: %d of %d outcomes after the timeout", ErrIncomplete, got, want)
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+		return err
+	}
 	for {
 		info, err := specs.Info(ctx)
 		if err != nil {
-			return fmt.Errorf("specs stream info: %w", err)
+			return ended(fmt.Errorf("specs stream info: %w", err))
 		}
-		got := int(info.State.Msgs)
+		got = int(info.State.Msgs)
 		prog.update(got)
 		if got >= want {
 			if published != nil {
@@ -890,11 +902,11 @@ func (e *env) await(ctx context.Context, specs jetstream.Stream, want int, prog 
 		select {
 		case err := <-published:
 			if err != nil {
-				return err
+				return ended(err)
 			}
 			published = nil
 		case <-ctx.Done():
-			return fmt.Errorf("%w: %d of %d outcomes after the timeout", ErrIncomplete, got, want)
+			return ended(nil)
 		case <-tick.C:
 		}
 	}

@@ -544,3 +544,30 @@ func TestRatio(t *testing.T) {
 		t.Errorf("ratio %+v meets the floor 0.75", r)
 	}
 }
+
+// TestAwaitEndsWithTheCount: a run that times out is ErrIncomplete with
+// the outcomes it got, whichever call saw the deadline first (the specs
+// stream's Info request, most often); a cancellation is the context's.
+func TestAwaitEndsWithTheCount(t *testing.T) {
+	srv := natstest.Start(t)
+	js, err := jetstream.New(natstest.Connect(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "SPECS", Subjects: []string{"specs.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{}
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	err = e.await(expired, specs, 5, newProgress(nil, false, "", 5), nil)
+	if !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), "0 of 5 outcomes after the timeout") {
+		t.Errorf("await past its deadline: %v, want ErrIncomplete with 0 of 5 outcomes", err)
+	}
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := e.await(canceled, specs, 5, newProgress(nil, false, "", 5), nil); !errors.Is(err, context.Canceled) || errors.Is(err, ErrIncomplete) {
+		t.Errorf("await cancelled: %v, want context.Canceled", err)
+	}
+}
