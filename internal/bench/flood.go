@@ -3,7 +3,6 @@ package bench
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -141,11 +140,8 @@ func startFlood(nc *nats.Conn, subject string, rate float64, tasks []task) (stop
 		if span > 0 {
 			fs.Achieved = float64(sent) / span.Seconds()
 		}
-		if len(lat) > 0 {
-			slices.Sort(lat)
-			at := func(q float64) float64 { return millis(lat[min(int(q*float64(len(lat))), len(lat)-1)]) }
-			fs.P50, fs.P99 = at(0.5), at(0.99)
-		}
+		l := latencyOf(lat)
+		fs.P50, fs.P99 = l.P50, l.P99
 		done <- fs
 	}()
 	return func() FloodStats {
