@@ -142,6 +142,11 @@ func TestDecodeTaskBinaryHeaderForms(t *testing.T) {
 		{"raw UTF-8", nats.Header{
 			"ce-specversion": {"1.0"}, "ce-id": {"évènement"}, "ce-source": {"urn:s"}, "ce-type": {events.TypeTaskAssigned},
 		}, "évènement", ""},
+		// id is any non-empty string without control characters: format
+		// and separator characters stay (docs/DECISIONS.md).
+		{"format characters in id", nats.Header{
+			"ce-specversion": {"1.0"}, "ce-id": {"a%E2%80%AEb%E2%80%A8c"}, "ce-source": {"urn:s"}, "ce-type": {events.TypeTaskAssigned},
+		}, "a\u202eb\u2028c", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -233,6 +238,12 @@ func TestDecodeTaskEventInvalid(t *testing.T) {
 		{"structured: source missing", sh, structuredBody(map[string]*string{"source": nil}), "source", events.ReasonMissing},
 		{"structured: source empty", sh, structuredBody(map[string]*string{"source": raw(`""`)}), "source", events.ReasonInvalidValue},
 		{"structured: source not a URI-reference", sh, structuredBody(map[string]*string{"source": raw(`"http://[::1"`)}), "source", events.ReasonInvalidValue},
+		// A URI-reference holds RFC 3986 characters only (docs/EVENTS.md).
+		{"structured: source with a space", sh, structuredBody(map[string]*string{"source": raw(`"urn:my source"`)}), "source", events.ReasonInvalidValue},
+		{"structured: source with U+202E", sh, structuredBody(map[string]*string{"source": raw(`"urn:a\u202Eb"`)}), "source", events.ReasonInvalidValue},
+		{"structured: source with U+2028", sh, structuredBody(map[string]*string{"source": raw(`"urn:a\u2028b"`)}), "source", events.ReasonInvalidValue},
+		{"structured: source non-ASCII", sh, structuredBody(map[string]*string{"source": raw(`"https://example.com/é"`)}), "source", events.ReasonInvalidValue},
+		{"structured: source bad percent-encoding", sh, structuredBody(map[string]*string{"source": raw(`"urn:a%2"`)}), "source", events.ReasonInvalidValue},
 		{"structured: type missing", sh, structuredBody(map[string]*string{"type": nil}), "type", events.ReasonMissing},
 		{"structured: wrong type", sh, structuredBody(map[string]*string{"type": raw(`"` + events.TypeSpecResolved + `"`)}), "type", events.ReasonUnexpectedEventType},
 		{"structured: type array", sh, structuredBody(map[string]*string{"type": raw(`["x"]`)}), "type", events.ReasonWrongType},
@@ -242,6 +253,9 @@ func TestDecodeTaskEventInvalid(t *testing.T) {
 		{"structured: datacontenttype latin1", sh, structuredBody(map[string]*string{"datacontenttype": raw(`"application/json; charset=latin1"`)}), "datacontenttype", events.ReasonUnsupportedContentType},
 		{"structured: datacontenttype +json", sh, structuredBody(map[string]*string{"datacontenttype": raw(`"application/vnd.x+json"`)}), "datacontenttype", events.ReasonUnsupportedContentType},
 		{"structured: dataschema relative", sh, structuredBody(map[string]*string{"dataschema": raw(`"schema/task.json"`)}), "dataschema", events.ReasonInvalidValue},
+		{"structured: dataschema non-ASCII", sh, structuredBody(map[string]*string{"dataschema": raw(`"https://rolecall.dev/schéma/task.json"`)}), "dataschema", events.ReasonInvalidValue},
+		{"structured: dataschema C1 control", sh, structuredBody(map[string]*string{"dataschema": raw(`"https://rolecall.dev/a\u0085"`)}), "dataschema", events.ReasonInvalidValue},
+		{"structured: dataschema with a space", sh, structuredBody(map[string]*string{"dataschema": raw(`"https://rolecall.dev/a b"`)}), "dataschema", events.ReasonInvalidValue},
 		{"structured: subject empty", sh, structuredBody(map[string]*string{"subject": raw(`""`)}), "subject", events.ReasonInvalidValue},
 		{"structured: time not RFC 3339", sh, structuredBody(map[string]*string{"time": raw(`"yesterday"`)}), "time", events.ReasonInvalidValue},
 		// time.Parse takes these; RFC 3339 does not.
@@ -268,6 +282,8 @@ func TestDecodeTaskEventInvalid(t *testing.T) {
 		{"binary: id missing", binaryHeader(map[string]*string{"ce-id": nil}), []byte(minimalTask), "id", events.ReasonMissing},
 		{"binary: id empty", binaryHeader(map[string]*string{"ce-id": raw("")}), []byte(minimalTask), "id", events.ReasonInvalidValue},
 		{"binary: source missing", binaryHeader(map[string]*string{"ce-source": nil}), []byte(minimalTask), "source", events.ReasonMissing},
+		{"binary: percent-encoded space in source", binaryHeader(map[string]*string{"ce-source": raw("urn:a%20b")}), []byte(minimalTask), "source", events.ReasonInvalidValue},
+		{"binary: percent-encoded U+202E in source", binaryHeader(map[string]*string{"ce-source": raw("urn:a%E2%80%AEb")}), []byte(minimalTask), "source", events.ReasonInvalidValue},
 		{"binary: type missing", binaryHeader(map[string]*string{"ce-type": nil}), []byte(minimalTask), "type", events.ReasonMissing},
 		{"binary: wrong type", binaryHeader(map[string]*string{"ce-type": raw(events.TypeSpecFailed)}), []byte(minimalTask), "type", events.ReasonUnexpectedEventType},
 		{"binary: datacontenttype xml", binaryHeader(map[string]*string{"ce-datacontenttype": raw("application/xml")}), []byte(minimalTask), "datacontenttype", events.ReasonUnsupportedContentType},
@@ -275,6 +291,7 @@ func TestDecodeTaskEventInvalid(t *testing.T) {
 		{"binary: content-type contradicts ce-datacontenttype", binaryHeader(map[string]*string{"content-type": raw("text/plain")}), []byte(minimalTask), "content-type", events.ReasonConflict},
 		{"binary: time invalid", binaryHeader(map[string]*string{"ce-time": raw("2026-13-01T00:00:00Z")}), []byte(minimalTask), "time", events.ReasonInvalidValue},
 		{"binary: dataschema relative", binaryHeader(map[string]*string{"ce-dataschema": raw("task.json")}), []byte(minimalTask), "dataschema", events.ReasonInvalidValue},
+		{"binary: dataschema C1 control", binaryHeader(map[string]*string{"ce-dataschema": raw("https://x/a%C2%85")}), []byte(minimalTask), "dataschema", events.ReasonInvalidValue},
 		{"binary: bad percent-encoding", binaryHeader(map[string]*string{"ce-id": raw("a%zz")}), []byte(minimalTask), "ce-id", events.ReasonInvalidValue},
 		{"binary: truncated percent-encoding", binaryHeader(map[string]*string{"ce-id": raw("a%4")}), []byte(minimalTask), "ce-id", events.ReasonInvalidValue},
 		{"binary: overlong UTF-8", binaryHeader(map[string]*string{"ce-id": raw("a%C0%A0")}), []byte(minimalTask), "ce-id", events.ReasonInvalidValue},
@@ -667,4 +684,19 @@ func TestDecodeTaskManyExtensions(t *testing.T) {
 	h["Ce-X0"] = []string{"2"}
 	_, err = events.DecodeTask(h, []byte(minimalTask), events.DecodeOptions{})
 	wantDecodeError(t, err, resolve.CodeEventInvalid, "ce-x0", events.ReasonDuplicateAttribute)
+}
+
+// TestDecodeTaskURIAttributes: source and dataschema may hold every RFC
+// 3986 character, percent-encodings included (kept as sent).
+func TestDecodeTaskURIAttributes(t *testing.T) {
+	const source = "https://user@example.com:8443/a%20b/c;d=e?f=g&h=%C3%A9#i!$'()*+,~[]"
+	const schema = "https://rolecall.dev/schema/task%20v1.json?x=1#frag"
+	inc, err := events.DecodeTask(structuredHeader(), structuredBody(map[string]*string{
+		"source": raw(`"` + source + `"`), "dataschema": raw(`"` + schema + `"`)}), events.DecodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inc.Source != source || inc.Event.DataSchema() != schema {
+		t.Errorf("source %q dataschema %q, want %q %q", inc.Source, inc.Event.DataSchema(), source, schema)
+	}
 }

@@ -56,7 +56,7 @@ func FailedSubject(prefix string, code resolve.Code) string {
 }
 
 // ValidateSource checks that s can be an event source as written: a
-// URI-reference without control characters that sdk-go reproduces
+// URI-reference of RFC 3986 characters that sdk-go reproduces
 // verbatim ("urn:rolecall:fleet-a" is; "my fleet" would become
 // "my%20fleet"). Check a fleet source with it at start: an outcome that
 // cannot be encoded cannot be published.
@@ -65,7 +65,9 @@ func ValidateSource(s string) error {
 		return fmt.Errorf("events: source %s must be non-empty and free of control characters", printable(s))
 	}
 	// What sdk-go's Event.SetSource parses, and its Source gives back.
-	if u := types.ParseURIRef(s); u == nil || u.String() != s {
+	// Only RFC 3986 characters, as the decoder wants (uriText): an opaque
+	// "urn:my fleet" round-trips, but no task could name it.
+	if u := types.ParseURIRef(s); u == nil || u.String() != s || !uriText(s) {
 		return fmt.Errorf("events: source %s is not a URI-reference in canonical form", printable(s))
 	}
 	return nil

@@ -369,7 +369,7 @@ func TestValidateSource(t *testing.T) {
 			t.Errorf("%q: %v", s, err)
 		}
 	}
-	for _, s := range []string{"", "my fleet", "a\nb", "https://x/é"} {
+	for _, s := range []string{"", "my fleet", "urn:my fleet", "urn:a\u202Eb", "a\nb", "https://x/é"} {
 		if err := events.ValidateSource(s); err == nil {
 			t.Errorf("%q accepted", s)
 		}

@@ -320,7 +320,7 @@ func (env *envelope) check(types ...string) *DecodeError {
 		}
 	}
 	u, err := url.Parse(env.source.v)
-	if err != nil {
+	if err != nil || !uriText(env.source.v) {
 		return eventInvalid("source", ReasonInvalidValue, "source %s is not a URI-reference", printable(env.source.v))
 	}
 	env.sourceURL = u
@@ -332,7 +332,7 @@ func (env *envelope) check(types ...string) *DecodeError {
 	}
 	if a := env.dataSchema; a.set {
 		u, err := url.Parse(a.v)
-		if err != nil || !u.IsAbs() {
+		if err != nil || !u.IsAbs() || !uriText(a.v) {
 			return eventInvalid("dataschema", ReasonInvalidValue, "dataschema %s is not an absolute URI", printable(a.v))
 		}
 		env.schemaURL = u
@@ -359,6 +359,29 @@ func (env *envelope) check(types ...string) *DecodeError {
 		return eventInvalid(n, ReasonTooLarge, "extension %s is %d bytes, over the %d-byte limit", n, len(s), MaxAttributeBytes)
 	}
 	return nil
+}
+
+// uriText reports whether s holds only what RFC 3986 lets a URI (or a
+// URI-reference) hold: ASCII letters and digits, "-._~", the delimiters
+// ":/?#[]@!$&'()*+,;=", and "%" with two hex digits. url.Parse alone also
+// takes spaces, the characters "<>\^{|} and the backquote, and any
+// non-ASCII character (an IRI is not a URI): the bidirectional and
+// line-separator characters, C1 controls.
+func uriText(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', strings.IndexByte("-._~:/?#[]@!$&'()*+,;=", c) >= 0:
+		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
+			i += 2
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // rfc3339 is the form of an RFC 3339 date-time (section 5.6) that
