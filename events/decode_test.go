@@ -133,6 +133,15 @@ func TestDecodeTaskBinaryHeaderForms(t *testing.T) {
 			"ce-specversion": {"1.0"}, "ce-id": {"e1"}, "ce-source": {"urn:s"}, "ce-type": {events.TypeTaskAssigned},
 			"content-type": {"Application/JSON"}, "ce-datacontenttype": {"application/json"},
 		}, "e1", "application/json"},
+		// JSON is UTF-8 (RFC 8259): the parameter contradicts nothing.
+		{"both, one with charset=utf-8", nats.Header{
+			"ce-specversion": {"1.0"}, "ce-id": {"e1"}, "ce-source": {"urn:s"}, "ce-type": {events.TypeTaskAssigned},
+			"content-type": {"application/json; charset=utf-8"}, "ce-datacontenttype": {"application/json"},
+		}, "e1", "application/json"},
+		{"both, the other with charset=UTF-8", nats.Header{
+			"ce-specversion": {"1.0"}, "ce-id": {"e1"}, "ce-source": {"urn:s"}, "ce-type": {events.TypeTaskAssigned},
+			"content-type": {"application/json"}, "ce-datacontenttype": {"application/json;charset=UTF-8"},
+		}, "e1", "application/json;charset=UTF-8"},
 		{"percent-encoded", nats.Header{
 			"ce-specversion": {"1.0"}, "ce-id": {"evt%20%E2%82%AC%f0%9f%98%80"}, "ce-source": {"urn:s"}, "ce-type": {events.TypeTaskAssigned},
 		}, "evt €😀", ""},
@@ -289,6 +298,7 @@ func TestDecodeTaskEventInvalid(t *testing.T) {
 		{"binary: datacontenttype xml", binaryHeader(map[string]*string{"ce-datacontenttype": raw("application/xml")}), []byte(minimalTask), "datacontenttype", events.ReasonUnsupportedContentType},
 		{"binary: content-type text, no ce-datacontenttype", binaryHeader(map[string]*string{"ce-datacontenttype": nil, "content-type": raw("text/plain")}), []byte(minimalTask), "datacontenttype", events.ReasonUnsupportedContentType},
 		{"binary: content-type contradicts ce-datacontenttype", binaryHeader(map[string]*string{"content-type": raw("text/plain")}), []byte(minimalTask), "content-type", events.ReasonConflict},
+		{"binary: content-type charset contradicts ce-datacontenttype", binaryHeader(map[string]*string{"content-type": raw("application/json; charset=latin1")}), []byte(minimalTask), "content-type", events.ReasonConflict},
 		{"binary: time invalid", binaryHeader(map[string]*string{"ce-time": raw("2026-13-01T00:00:00Z")}), []byte(minimalTask), "time", events.ReasonInvalidValue},
 		{"binary: dataschema relative", binaryHeader(map[string]*string{"ce-dataschema": raw("task.json")}), []byte(minimalTask), "dataschema", events.ReasonInvalidValue},
 		{"binary: dataschema C1 control", binaryHeader(map[string]*string{"ce-dataschema": raw("https://x/a%C2%85")}), []byte(minimalTask), "dataschema", events.ReasonInvalidValue},

@@ -179,22 +179,27 @@ func mediaTypeOf(ct string) string {
 // charset=utf-8 parameter.
 func isMediaType(ct, want string) bool {
 	t, p, ok := parseMediaType(ct)
-	return ct == want || ok && t == want && (len(p) == 0 || len(p) == 1 && p["charset"] == "utf-8")
+	return ct == want || ok && t == want && len(p) == 0
 }
 
-// sameMediaType compares two content types as media types (the charset
-// value case-insensitively).
+// sameMediaType compares two content types as media types, so that
+// "application/json; charset=utf-8" is "application/json".
 func sameMediaType(a, b string) bool {
 	ta, pa, okA := parseMediaType(a)
 	tb, pb, okB := parseMediaType(b)
 	return a == b || okA && okB && ta == tb && maps.Equal(pa, pb)
 }
 
-// parseMediaType is mime.ParseMediaType with the charset value lowercased.
+// parseMediaType is mime.ParseMediaType without a charset=utf-8 parameter
+// (any case): JSON has no other encoding (RFC 8259), so the parameter
+// says nothing. Another charset value is kept, lowercased.
 func parseMediaType(ct string) (string, map[string]string, bool) {
 	t, p, err := mime.ParseMediaType(ct)
 	if cs, ok := p["charset"]; ok {
 		p["charset"] = strings.ToLower(cs)
+		if p["charset"] == "utf-8" {
+			delete(p, "charset")
+		}
 	}
 	return t, p, err == nil
 }
