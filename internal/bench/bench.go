@@ -388,8 +388,12 @@ func (e *env) loops(o Options, tasks []task) ([]loop, error) {
 	return append([]loop{bareLoop(storeOff.cfg, tmpl), storeOff}, pipe...), nil
 }
 
-// warmUpRun is the repeat index run is given for a warm-up run.
-const warmUpRun = -1
+// warmUpRun and peakSearchRun are the repeat indexes run is given for a
+// warm-up run and a run of the peak search.
+const (
+	warmUpRun     = -1
+	peakSearchRun = -2
+)
 
 // ratio is a[i]/b[i] of each repeat's runs' throughputs, against floor,
 // and b[i]/a[i] of their CPU per task.
@@ -673,8 +677,13 @@ func (e *env) run(ctx context.Context, o Options, repeat int, l loop, tasks []ta
 		return st, err
 	}
 	label := fmt.Sprintf("%s (run %d/%d)", l.name, repeat+1, o.Repeat)
-	if repeat == warmUpRun {
+	switch {
+	case repeat == warmUpRun:
 		label = l.name + " (warm-up)"
+	case repeat == peakSearchRun && o.Rate > 0:
+		label = fmt.Sprintf("%s (peak search at %.0f tasks/s)", l.name, o.Rate)
+	case repeat == peakSearchRun:
+		label = l.name + " (peak search, preloaded)"
 	}
 	prog := newProgress(o.Progress, o.ProgressTTY, label, len(tasks))
 	defer prog.done()

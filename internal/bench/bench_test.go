@@ -246,6 +246,15 @@ func TestRunEveryTaskGetsAnOutcome(t *testing.T) {
 				}
 			}
 			if c.o.PeakFraction > 0 {
+				// The search's runs say so, and are not counted as runs.
+				for _, line := range []string{"pipeline (peak search, preloaded): preloading", "pipeline (peak search at "} {
+					if !strings.Contains(prog.String(), line) {
+						t.Errorf("no progress line %q:\n%s", line, prog.String())
+					}
+				}
+				if n := strings.Count(prog.String(), "pipeline (run 1/1): preloading"); n != 0 {
+					t.Errorf("%d preloaded runs labelled run 1/1, want none: the measured runs are at an offered rate", n)
+				}
 				p := rep.Peak
 				if p == nil || len(p.Steps) != peakSteps || p.Sustained <= 0 || p.Sustained > p.Preloaded {
 					t.Fatalf("peak search %+v: want %d steps and a sustained rate in (0, preloaded]", p, peakSteps)

@@ -55,7 +55,7 @@ func (e *env) findPeak(ctx context.Context, o Options) (*PeakSearch, error) {
 		}
 		po := o.unmeasured()
 		po.Rate = rate
-		return e.run(ctx, po, 0, e.pipelineLoop(po, LoopPipeline, 0), tasks)
+		return e.run(ctx, po, peakSearchRun, e.pipelineLoop(po, LoopPipeline, 0), tasks)
 	}
 	pre, err := run(0)
 	if err != nil {
