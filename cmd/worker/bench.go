@@ -59,7 +59,7 @@ func (c *benchCmd) Run(ctx context.Context, g *globals) (err error) {
 	opts := bench.Options{
 		Tasks: c.Tasks, Concurrency: c.Concurrency, Mix: mix, Baseline: c.Baseline,
 		Rate: c.Rate, PeakFraction: c.PeakFraction, Trace: c.Trace, Binary: c.Binary, Repeat: c.Repeat,
-		Warmup: c.Warmup, PreviewFlood: c.PreviewFlood, URL: c.NATS, Purge: c.Purge, Timeout: c.Timeout,
+		Warmup: c.Warmup, PreviewFlood: c.PreviewFlood, URL: c.NATS, Prefix: c.Prefix, Purge: c.Purge, Timeout: c.Timeout,
 		Progress: g.stderr, ProgressTTY: isTerminal(g.stderr),
 	}
 	if c.NATS != "" {

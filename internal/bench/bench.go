@@ -72,6 +72,9 @@ type Options struct {
 	// URL is the NATS server; "" starts an embedded server with its own
 	// temporary store directory.
 	URL string
+	// Prefix is the subject prefix of tasks, outcomes and the micro
+	// service ("": the worker's default, rolecall).
+	Prefix string
 	// Connect dials URL (nil: nats.Connect with the name).
 	Connect func(url, name string) (*nats.Conn, error)
 	// Purge allows the bench to delete streams it finds on a server given
@@ -585,6 +588,7 @@ type loop struct {
 func (e *env) pipelineLoop(o Options, name string, horizon time.Duration) loop {
 	cfg := pipeline.DefaultConfig()
 	cfg.Concurrency = o.Concurrency
+	cfg.Prefix = cmp.Or(o.Prefix, cfg.Prefix)
 	cfg = cfg.WithDefaults()
 	if horizon != 0 {
 		cfg.IdempotencyHorizon = horizon

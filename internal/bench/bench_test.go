@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -578,5 +579,33 @@ func TestAwaitEndsWithTheCount(t *testing.T) {
 	cancel()
 	if err := e.await(canceled, specs, 5, newProgress(nil, false, "", 5), nil); !errors.Is(err, context.Canceled) || errors.Is(err, ErrIncomplete) {
 		t.Errorf("await cancelled: %v, want context.Canceled", err)
+	}
+}
+
+// TestRunPrefix: Options.Prefix (worker bench --prefix) is the prefix of
+// every subject the bench's tasks and outcomes go on, as in worker run
+// --prefix; it was ignored, and a server whose permissions allow only a
+// deployment's own prefix refused the bench.
+func TestRunPrefix(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv)
+	var acme, other atomic.Int64
+	for subject, n := range map[string]*atomic.Int64{"acme.>": &acme, "rolecall.>": &other} {
+		if _, err := nc.Subscribe(subject, func(*nats.Msg) { n.Add(1) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), Options{Tasks: 10, Concurrency: 2, Repeat: 1, URL: srv.ClientURL(), Prefix: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Each task and its outcome, at least.
+	if acme.Load() < 20 || other.Load() != 0 {
+		t.Errorf("%d messages on acme.>, %d on rolecall.>; want the 10 tasks and 10 outcomes on acme.> and none on rolecall.>", acme.Load(), other.Load())
 	}
 }
