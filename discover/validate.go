@@ -17,7 +17,8 @@ import (
 // On top of what Load refuses it checks cross-references:
 //
 //   - every pack × Role of that pack, as composed, resolves with no task
-//     overrides, so default_modes problems surface as pack_default_invalid
+//     overrides (and so with the model of the overlay bound to the Role,
+//     when it gives one), so default_modes problems surface as pack_default_invalid
 //     and a missing model as model_unresolved (inactive entries are checked
 //     as if active); a pack entry for a Role not in the catalog is
 //     role_unknown, and a modes_allow entry naming no Mode is mode_unknown;
@@ -130,6 +131,9 @@ func (v *validator) checkTogether(pf *PackFile, role string, entry resolve.PackE
 	if len(entry.Variants) < 2 {
 		return
 	}
+	if bm := v.boundModel(role); bm != nil {
+		entry.Model = bm
+	}
 	re := v.resolveEntry(pf, role, entry)
 	switch {
 	case re == nil:
@@ -152,6 +156,22 @@ func (v *validator) checkTogether(pf *PackFile, role string, entry resolve.PackE
 		vkey = fmt.Sprintf("%s.variants[%d]", key, i)
 	}
 	v.report(pf, key, vkey, &c)
+}
+
+// boundModel is the model of the overlay that rolecall.yaml overlays binds
+// to role, when that overlay is usable: a task for the role that names no
+// profile gets it, and its model ranks above the pack entry's and the
+// runtime default. A binding that fails a task is reported by config.
+func (v *validator) boundModel(role string) *string {
+	name, ok := v.l.cfg.Overlays[role]
+	if !ok {
+		return nil
+	}
+	p, ok := v.l.profiles[name]
+	if !ok || !p.IsEnabled() || p.Disposition != resolve.DispositionOverlay || p.BaseRole == nil || *p.BaseRole != role {
+		return nil
+	}
+	return p.Model
 }
 
 // resolveEntry resolves role with e (as if active) and no task overrides.
@@ -194,14 +214,15 @@ func (v *validator) check(pf *PackFile, role string, entry resolve.PackEntry, ke
 	// (a variant cannot set one), and every tier problem by
 	// tiersAndSkills. The rest runs with a literal stand-in, so that a
 	// model problem hides none of the later checks (the Modes).
-	m := cmp.Or(entry.Model, v.l.cfg.Defaults.Model)
+	m := cmp.Or(v.boundModel(role), entry.Model, v.l.cfg.Defaults.Model)
 	if m == nil && vkey == "" {
 		v.report(pf, key, vkey, v.resolveEntry(pf, role, entry)) // model_unresolved
 	}
 	if m == nil || strings.HasPrefix(*m, resolve.TierPrefix) {
 		standIn := "stand-in-model"
-		entry.Model = &standIn
+		m = &standIn
 	}
+	entry.Model = m // the model such a task gets, which decides the variants
 	re := v.resolveEntry(pf, role, entry)
 	if re != nil && (baseErr == nil || re.Code != baseErr.Code || re.Message != baseErr.Message) {
 		v.report(pf, key, vkey, re)

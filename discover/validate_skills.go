@@ -64,10 +64,18 @@ func (v *validator) entryTiersAndSkills(pf *PackFile, role string, e resolve.Pac
 	if e.Model != nil && strings.HasPrefix(*e.Model, resolve.TierPrefix) {
 		file, line := packLine(pf, key+".model")
 		v.tierSymbol(*e.Model, e.Tiers, file, line, key+".model", what+"'s model")
-	} else if d := v.l.cfg.Defaults.Model; e.Model == nil && d != nil && len(e.Tiers) > 0 {
-		if t, ok := strings.CutPrefix(*d, resolve.TierPrefix); ok && hasTier(m, t) && !slices.Contains(e.Tiers, t) {
+	}
+	// The model a task that names no profile gets when the entry writes
+	// none: the bound overlay's (above the entry's own, too), else the
+	// runtime default.
+	taken, from := v.boundModel(role), "the model of its bound overlay"
+	if taken == nil && e.Model == nil {
+		taken, from = v.l.cfg.Defaults.Model, "defaults.model"
+	}
+	if taken != nil && len(e.Tiers) > 0 {
+		if t, ok := strings.CutPrefix(*taken, resolve.TierPrefix); ok && hasTier(m, t) && !slices.Contains(e.Tiers, t) {
 			file, line := packLine(pf, key+".tiers")
-			v.add(resolve.CodeTierUnsupported, file, line, key+".tiers", *d, "%s takes defaults.model %q, but supports only %s", what, *d, quoteNames(e.Tiers))
+			v.add(resolve.CodeTierUnsupported, file, line, key+".tiers", *taken, "%s takes %s %q, but supports only %s", what, from, *taken, quoteNames(e.Tiers))
 		}
 	}
 	file, line := packLine(pf, key+".skills")

@@ -188,3 +188,81 @@ func TestValidateBindingsInTaskOrder(t *testing.T) {
 		t.Errorf("validate reports the bindings as %v; tasks fail with %v", got, want)
 	}
 }
+
+// A task for a role that names no profile gets the overlay rolecall.yaml
+// binds to the role, and that overlay's model ranks above the pack entry
+// and the runtime default. Validate checks an entry with that model, as
+// such a task gets it: neither a model the overlay alone gives nor a
+// default it shadows is a problem, a tier it names must be one the entry
+// supports, and it chooses the variants.
+func TestValidateWithTheBoundOverlaysModel(t *testing.T) {
+	cases := []struct {
+		name    string
+		model   string // the bound overlay's model
+		entry   string // the reviewer's entry in packs/team.yaml
+		config  string // more of rolecall.yaml
+		want    []string
+		outcome resolve.Code // of a task for the reviewer ("" resolves)
+	}{
+		{
+			name:  "only the overlay gives a model",
+			model: "m-overlay", entry: "{}",
+		},
+		{
+			name:  "the overlay's model shadows a default tier the entry does not support",
+			model: "m-overlay", entry: "{tiers: [cheap]}",
+			config: "models: {tiers: {strong: s, cheap: c}}\ndefaults: {model: tier:strong}\n",
+		},
+		{
+			name:  "the overlay's tier is not one the entry supports",
+			model: "tier:strong", entry: "{model: m, tiers: [cheap]}",
+			config: "models: {tiers: {strong: s, cheap: c}}\n",
+			want: []string{
+				`packs/team.yaml:2: tier_unsupported: pack "team" role "reviewer" takes the model of its bound overlay "tier:strong", but supports only "cheap"`,
+			},
+			outcome: resolve.CodeTierUnsupported,
+		},
+		{
+			name:  "the overlay's model chooses the variants",
+			model: "m-overlay",
+			entry: "\n    model: m\n    variants:\n      - when: {model: m-overlay}\n        set: {default_modes: [fast]}\n      - when: {model: m-overlay}\n        set: {modes_allow: [slow]}\n",
+			want: []string{
+				`packs/team.yaml:6: pack_default_invalid: variants[0]: with the other variants that hold without task overrides: pack "team" default_modes for role "reviewer": mode "fast" is not allowed for role "reviewer" in pack "team" (allowed: ["slow"])`,
+			},
+			outcome: resolve.CodePackDefaultInvalid,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeRoot(t, files{
+				"rolecall.yaml":    "overlays: {reviewer: strict}\n" + tc.config,
+				"agents/strict.md": "---\ndisposition: overlay\nbase_role: reviewer\nmodel: " + tc.model + "\n---\nStrict.\n",
+				"packs/team.yaml":  "roles:\n  reviewer: " + tc.entry + "\n",
+			})
+			var got []string
+			for _, e := range discover.Validate(dir) {
+				got = append(got, e.Error())
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("validate:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+			s, err := discover.Load(dir, discover.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, err := s.Inputs(discover.Request{Ref: resolve.RoleName("reviewer"), Pack: ptr("team")})
+			if err == nil {
+				_, err = resolve.Resolve(resolve.RoleName("reviewer"), in)
+			}
+			var code resolve.Code
+			if re := (*resolve.ResolutionError)(nil); errors.As(err, &re) {
+				code = re.Code
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.outcome {
+				t.Errorf("a task for the reviewer: %q, want %q", code, tc.outcome)
+			}
+		})
+	}
+}
