@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -195,21 +196,6 @@ func (c Config) advisorySubject() string {
 	return "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + c.TasksStream + "." + c.Consumer
 }
 
-// subjectMatch reports whether the subject filter pattern (with NATS
-// wildcards '*' and '>') matches the literal subject.
-func subjectMatch(pattern, subject string) bool {
-	pt, st := strings.Split(pattern, "."), strings.Split(subject, ".")
-	for i, p := range pt {
-		switch {
-		case p == ">":
-			return len(st) > i
-		case i >= len(st) || p != "*" && p != st[i]:
-			return false
-		}
-	}
-	return len(pt) == len(st)
-}
-
 // Ensure creates or checks the streams and the shared durable consumer.
 // It refuses an existing specs stream whose duplicate window is too short.
 func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Consumer, error) {
@@ -253,7 +239,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (jetstream.Co
 			// Its name is fixed, but its subject names the tasks stream and
 			// the consumer: one made for others would never hold this
 			// worker's advisories, and an exhausted task no outcome.
-			if got := s.CachedInfo().Config.Subjects; !slices.ContainsFunc(got, func(p string) bool { return subjectMatch(p, c.advisorySubject()) }) {
+			if got := s.CachedInfo().Config.Subjects; !slices.ContainsFunc(got, func(p string) bool { return server.SubjectMatchesFilter(c.advisorySubject(), p) }) {
 				return nil, fmt.Errorf("%w: stream %s captures %s, not the max-deliveries advisories of consumer %s on %s (%s)",
 					ErrConfig, sc.Name, strings.Join(got, ", "), c.Consumer, c.TasksStream, c.advisorySubject())
 			}

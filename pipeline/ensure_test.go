@@ -199,21 +199,29 @@ func TestEnsureRefusesDeadLetterStreamOfAnotherConsumer(t *testing.T) {
 }
 
 // A dead-letter stream made by hand may capture the advisories with a
-// wildcard.
-func TestSubjectMatch(t *testing.T) {
-	const s = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ROLECALL_TASKS.rolecall-workers"
-	for p, want := range map[string]bool{
-		s: true,
-		"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>":                  true,
-		"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.*.rolecall-workers": true,
-		">": true,
-		"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ROLECALL_TASKS.rolecall-workers.>": false,
-		"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ROLECALL_TASKS":                    false,
-		"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.OTHER.rolecall-workers":            false,
-		"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.*":                                 false,
+// wildcard; one whose subjects miss this worker's advisories is refused.
+func TestEnsureAcceptsAWildcardDeadLetterStream(t *testing.T) {
+	for _, c := range []struct {
+		subject string
+		ok      bool
+	}{
+		{"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>", true},
+		{"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.*.rolecall-workers", true},
+		{"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ROLECALL_TASKS.*", true},
+		{"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.*", false},
+		{"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.OTHER.rolecall-workers", false},
 	} {
-		if got := subjectMatch(p, s); got != want {
-			t.Errorf("subjectMatch(%q) = %v, want %v", p, got, want)
-		}
+		t.Run(c.subject, func(t *testing.T) {
+			js := natstest.JetStream(t, natstest.Connect(t, natstest.Start(t)))
+			ctx := context.Background()
+			cfg := DefaultConfig()
+			if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: cfg.DeadLetter, Subjects: []string{c.subject}}); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Ensure(ctx, js, cfg)
+			if c.ok && err != nil || !c.ok && !errors.Is(err, ErrConfig) {
+				t.Fatalf("Ensure = %v, want ok %v", err, c.ok)
+			}
+		})
 	}
 }
