@@ -52,6 +52,9 @@ type runCmd struct {
 }
 
 func (c *runCmd) Run(ctx context.Context, g *globals) error {
+	if err := c.checkNumbers(); err != nil {
+		return err
+	}
 	if err := c.uiFlags.check(); err != nil {
 		return err
 	}
@@ -240,6 +243,31 @@ func parseHorizon(s string) (time.Duration, error) {
 		return pipeline.IdempotencyOff, nil
 	}
 	return d, nil
+}
+
+// checkNumbers refuses a negative count or duration, which used to be
+// ignored without a word (the default served instead), and a drain
+// timeout that is not positive, which failed every stop at once.
+func (c *runCmd) checkNumbers() error {
+	if c.DrainTimeout <= 0 {
+		return usageErr("--drain-timeout %s: must be positive", c.DrainTimeout)
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"--concurrency", int64(c.Concurrency)},
+		{"--replicas", int64(c.Replicas)},
+		{"--max-deliver", int64(c.MaxDeliver)},
+		{"--ack-wait", int64(c.AckWait)},
+		{"--retry-for", int64(c.RetryFor)},
+		{"--reload-interval", int64(c.ReloadInterval)},
+	} {
+		if f.v < 0 {
+			return usageErr("%s must not be negative (0 or unset: the default)", f.name)
+		}
+	}
+	return nil
 }
 
 // setPositive sets *dst to v unless v is zero (unset) or negative.

@@ -221,3 +221,34 @@ func TestMetricsAnswerWithinOneSecondWhileBrokerDown(t *testing.T) {
 		t.Error("no scrape marked the backlog stale while the broker was down")
 	}
 }
+
+// TestRunRefusesBadNumbers: a negative count or duration, and a drain
+// timeout that is not positive, are usage errors (exit 2) before the
+// worker opens a store or a connection; they used to be ignored, or (the
+// drain timeout) to fail every stop at once.
+func TestRunRefusesBadNumbers(t *testing.T) {
+	for _, flag := range []string{
+		"--drain-timeout=0s", "--drain-timeout=-1s",
+		"--concurrency=-1", "--replicas=-1", "--max-deliver=-2",
+		"--ack-wait=-1s", "--retry-for=-1s", "--reload-interval=-5s",
+	} {
+		t.Run(flag, func(t *testing.T) {
+			store := filepath.Join(t.TempDir(), "store")
+			var stdout, stderr syncBuffer
+			// Bounded: a worker that takes the flag runs until stopped.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			code := runContext(ctx, []string{"run", "--root", t.TempDir(), "--listen", freeAddr(t), "--store", store, flag}, strings.NewReader(""), &stdout, &stderr)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2\n%s", code, stderr.String())
+			}
+			name, _, _ := strings.Cut(flag, "=")
+			if !strings.Contains(stderr.String(), "worker: "+name) {
+				t.Errorf("stderr does not name %s:\n%s", name, stderr.String())
+			}
+			if _, err := os.Stat(store); !os.IsNotExist(err) {
+				t.Errorf("the store %s exists (%v): the worker went on starting", store, err)
+			}
+		})
+	}
+}
