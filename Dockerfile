@@ -1,13 +1,14 @@
 # rolecall worker: a static binary in an otherwise empty image.
 #
 # The build context is a directory holding the prebuilt binary `worker`
-# (CGO_ENABLED=0, so it needs no libc). Build it without a registry:
+# (CGO_ENABLED=0, so it needs no libc) and an empty directory `tmp` (a
+# scratch image has no mkdir). Build it without a registry:
 #
 #   make image                              # or: go run ./integration/cmd/buildimages
 #
 # or by hand:
 #
-#   ctx=$(mktemp -d); v=$(git describe --tags --always --dirty)
+#   ctx=$(mktemp -d); mkdir "$ctx/tmp"; v=$(git describe --tags --always --dirty)
 #   CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=$v" -o "$ctx/worker" ./cmd/worker
 #   docker build -f Dockerfile -t rolecall/worker:local -t "rolecall/worker:$v" \
 #     --build-arg VERSION="$v" --build-arg REVISION="$(git rev-parse HEAD)" "$ctx"
@@ -31,6 +32,10 @@ LABEL org.opencontainers.image.title="rolecall worker" \
       org.opencontainers.image.created="${CREATED}"
 
 COPY worker /worker
+# The temporary directory (os.TempDir): `worker bench` keeps its embedded
+# server's store and its generated config root there. A read-only root
+# file system (docker-compose.yml) needs a tmpfs here for it.
+COPY --chown=65532:65532 tmp /tmp
 
 # The config root is mounted here read-only (docker-compose.yml mounts
 # ./examples); --root or ROLECALL_ROOT points elsewhere.

@@ -2,11 +2,14 @@ package integration
 
 import (
 	"context"
+	"io"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/rolecall/rolecall/integration/images"
 )
@@ -57,5 +60,39 @@ func TestImagesCarryVersionTagAndOCILabels(t *testing.T) {
 		} else if v.ID != info.ID {
 			t.Errorf("%s is %s, not the image %s (%s)", versioned, v.ID, tt.tag, info.ID)
 		}
+	}
+}
+
+// TestWorkerImageRunsBench: `worker bench` runs in the worker image as
+// shipped (FROM scratch, non-root, ROLECALL_ROOT=/config set): its
+// embedded server's store and its generated root are temporary
+// directories, and the scratch image had no /tmp ("stat /tmp: no such
+// file or directory").
+func TestWorkerImageRunsBench(t *testing.T) {
+	imgs := setup(t)
+	ctx := context.Background()
+	ctr, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{ContainerRequest: testcontainers.ContainerRequest{
+		Image:      imgs.Worker,
+		Labels:     ownerLabels(),
+		Entrypoint: []string{"/worker", "bench"},
+		Cmd:        []string{"--tasks", "50", "--concurrency", "4", "--warmup", "0", "--repeat", "1"},
+		WaitingFor: wait.ForExit().WithExitTimeout(3 * time.Minute),
+	}, Started: true})
+	testcontainers.CleanupContainer(t, ctr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := ctr.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := ctr.Logs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	logs, _ := io.ReadAll(rc)
+	if state.ExitCode != 0 || !strings.Contains(string(logs), "every task exactly one") {
+		t.Fatalf("worker bench in the image: exit %d; output:\n%s", state.ExitCode, logs)
 	}
 }

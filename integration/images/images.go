@@ -45,7 +45,7 @@ type Image struct {
 
 // Worker is the worker image: Dockerfile at the repository root.
 func Worker(tag string) Image {
-	return Image{Tag: tag, Package: "./cmd/worker", Binary: "worker", Dockerfile: "Dockerfile"}
+	return Image{Tag: tag, Package: "./cmd/worker", Binary: "worker", Dockerfile: "Dockerfile", Dirs: []string{"tmp"}}
 }
 
 // NATS is the nats-server image, built from the module's tool dependency
