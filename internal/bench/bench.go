@@ -954,23 +954,30 @@ func (e *env) collect(ctx context.Context, cfg pipeline.Config, tasks []task, se
 
 	outcomes := make([]time.Time, len(tasks))
 	lat := make([]time.Duration, 0, len(tasks))
+	// The first few problems are enough to see what went wrong; the error
+	// gives the counts.
 	var problems []string
+	problem := func(format string, args ...any) {
+		if len(problems) < 10 {
+			problems = append(problems, fmt.Sprintf(format, args...))
+		}
+	}
 	outBytes := 0
 	err = e.readStream(ctx, cfg.SpecsStream, len(tasks), func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
 		id := m.Headers().Get(nats.MsgIdHdr)
 		i, ok := byOut[id]
 		switch {
 		case !ok:
-			problems = append(problems, fmt.Sprintf("outcome %q on %s answers no task of this run", id, m.Subject()))
+			problem("outcome %q on %s answers no task of this run", id, m.Subject())
 			return nil
 		case !outcomes[i].IsZero():
-			problems = append(problems, fmt.Sprintf("task %s has a second outcome", tasks[i].id))
+			problem("task %s has a second outcome", tasks[i].id)
 			return nil
 		}
 		outcomes[i] = md.Timestamp
 		st.Outcomes++
-		if want := cfg.Prefix + expectedSubject[tasks[i].kind]; m.Subject() != want && len(problems) < 10 {
-			problems = append(problems, fmt.Sprintf("%s task %s: outcome on %s, want %s", tasks[i].kind, tasks[i].id, m.Subject(), want))
+		if want := cfg.Prefix + expectedSubject[tasks[i].kind]; m.Subject() != want {
+			problem("%s task %s: outcome on %s, want %s", tasks[i].kind, tasks[i].id, m.Subject(), want)
 		}
 		if strings.HasPrefix(m.Subject(), cfg.Prefix+".specs.resolved.") {
 			st.Resolved++
@@ -990,8 +997,8 @@ func (e *env) collect(ctx context.Context, cfg pipeline.Config, tasks []task, se
 		return err
 	}
 	for i := range tasks {
-		if outcomes[i].IsZero() && len(problems) < 10 {
-			problems = append(problems, fmt.Sprintf("task %s has no outcome", tasks[i].id))
+		if outcomes[i].IsZero() {
+			problem("task %s has no outcome", tasks[i].id)
 		}
 	}
 	if len(problems) > 0 || st.Outcomes != len(tasks) {

@@ -609,3 +609,40 @@ func TestRunPrefix(t *testing.T) {
 		t.Errorf("%d messages on acme.>, %d on rolecall.>; want the 10 tasks and 10 outcomes on acme.> and none on rolecall.>", acme.Load(), other.Load())
 	}
 }
+
+// TestCollectBoundsProblems: a run whose outcomes are all wrong is
+// ErrIncomplete naming the first ten problems, not one per task.
+func TestCollectBoundsProblems(t *testing.T) {
+	srv := natstest.Start(t)
+	js, err := jetstream.New(natstest.Connect(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cfg := pipeline.DefaultConfig().WithDefaults()
+	if _, err := pipeline.Ensure(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{driverJS: js}
+	tasks, err := buildTasks(30, DefaultMix, false, runID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := make([]uint64, len(tasks))
+	if err := e.publish(ctx, cfg.Prefix, tasks, seqs, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range tasks {
+		m := &nats.Msg{Subject: cfg.Prefix + ".specs.resolved.architect", Header: nats.Header{nats.MsgIdHdr: {fmt.Sprintf("foreign-%d", i)}}}
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = e.collect(ctx, cfg, tasks, seqs, &Stats{Loop: "test"}, nil)
+	if !errors.Is(err, ErrIncomplete) {
+		t.Fatalf("collect: %v, want ErrIncomplete", err)
+	}
+	if n := strings.Count(err.Error(), "answers no task"); n != 10 || !strings.Contains(err.Error(), "0 outcomes for 30 tasks") {
+		t.Errorf("%d problems named in %q; want 10 and the counts", n, err)
+	}
+}
