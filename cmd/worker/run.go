@@ -207,20 +207,28 @@ func (c *runCmd) Run(ctx context.Context, g *globals) error {
 	go problems.watch(watchCtx, decideFrom.Snapshot, max(c.ReloadInterval, time.Second))
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
+	flushWithin := 10 * time.Second // nats.Conn.Flush's own limit
 	select {
 	case err = <-done:
 	case <-ctx.Done():
 		log.Info("draining: no new tasks are fetched; in-flight tasks finish", "timeout", c.DrainTimeout.String())
+		deadline := time.Now().Add(c.DrainTimeout)
 		select {
 		case err = <-done:
 		case <-time.After(c.DrainTimeout):
 			return fmt.Errorf("drain did not finish within %s; unacknowledged tasks will be redelivered", c.DrainTimeout)
 		}
+		// The flush of the last acks is part of the drain: with the
+		// broker down it would otherwise wait its own 10 s past the
+		// timeout.
+		flushWithin = time.Until(deadline)
 	}
 	if err != nil {
 		return err
 	}
-	if err := nc.Flush(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+	if flushWithin <= 0 {
+		log.Warn("flush", "error", "drain timeout reached; acks not yet sent are lost and their tasks redelivered")
+	} else if err := nc.FlushTimeout(flushWithin); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 		log.Warn("flush", "error", err)
 	}
 	log.Info("worker stopped")

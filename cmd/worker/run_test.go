@@ -252,3 +252,27 @@ func TestRunRefusesBadNumbers(t *testing.T) {
 		})
 	}
 }
+
+// TestDrainTimeoutBoundsStopWithBrokerDown: a worker stopped while its
+// broker is down, with nothing in flight, is done within --drain-timeout
+// (and the teardown after it); the flush of the last acks used to wait
+// its own 10 s past the timeout.
+func TestDrainTimeoutBoundsStopWithBrokerDown(t *testing.T) {
+	srv := natstest.Start(t)
+	httpAddr := freeAddr(t)
+	const drain = 11 * time.Second
+	w := startWorker(t, "--root", "../../examples", "--nats", srv.ClientURL(), "--http", httpAddr, "--drain-timeout", drain.String(), "--service=false", "--audit=false")
+	waitHTTP(t, w, "http://"+httpAddr+"/readyz", func(status int, _ []byte) bool { return status == http.StatusOK })
+
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	start := time.Now()
+	w.stop()
+	select {
+	case code := <-w.done:
+		w.done <- code // for the cleanup
+		t.Logf("stopped in %s, exit %d", time.Since(start).Round(100*time.Millisecond), code)
+	case <-time.After(drain + 5*time.Second):
+		t.Fatalf("worker still running %s after the stop, --drain-timeout %s\n%s", time.Since(start).Round(time.Second), drain, w.stderr.String())
+	}
+}
