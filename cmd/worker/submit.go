@@ -58,6 +58,9 @@ func (c *submitCmd) Run(ctx context.Context, g *globals) error {
 	if err != nil {
 		return err
 	}
+	if c.Wait && c.Timeout <= 0 {
+		return usageErr("--timeout %s: --wait needs a positive timeout", c.Timeout)
+	}
 	if c.ID != "" && len(tasks) > 1 {
 		return usageErr("--id names one event, but there are %d tasks; leave it out to give each a random id", len(tasks))
 	}

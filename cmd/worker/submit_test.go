@@ -48,3 +48,27 @@ func TestSubmitWithoutStreamSaysWhy(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want 1 and the reason", code, stderr.String())
 	}
 }
+
+// TestSubmitWaitRefusesTimeoutNotPositive: --wait with a timeout of 0 is
+// a usage error (exit 2) and publishes nothing; it used to publish the
+// task and then fail at once for want of its outcome.
+func TestSubmitWaitRefusesTimeoutNotPositive(t *testing.T) {
+	srv := natstest.Start(t)
+	js := natstest.JetStream(t, natstest.Connect(t, srv))
+	if _, err := pipeline.Ensure(context.Background(), js, pipeline.DefaultConfig()); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr syncBuffer
+	code := runContext(context.Background(), []string{"submit", "--nats", srv.ClientURL(), "--wait", "--timeout=0s",
+		filepath.Join("..", "..", "examples", "tasks", "incident.json")}, strings.NewReader(""), &stdout, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "worker: --timeout 0s: --wait needs a positive timeout") {
+		t.Errorf("exit %d, stderr %q; want 2 and the reason", code, stderr.String())
+	}
+	st, err := js.Stream(context.Background(), pipeline.DefaultConfig().TasksStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.CachedInfo().State.Msgs; n != 0 {
+		t.Errorf("the tasks stream holds %d message(s), want 0: the task was published", n)
+	}
+}
