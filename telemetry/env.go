@@ -113,21 +113,36 @@ func otlpTarget(signal string) (protocol, endpoint string, err error) {
 	u, err := url.Parse(endpoint)
 	switch {
 	case err != nil:
-		return "", "", &ConfigError{Var: ev, Value: endpoint, Reason: "not a URL"}
+		return "", "", &ConfigError{Var: ev, Value: redactUserinfo(endpoint), Reason: "not a URL"}
 	case u.Scheme == "http" || u.Scheme == "https":
 		if u.Host == "" {
-			return "", "", &ConfigError{Var: ev, Value: endpoint, Reason: "URL has no host"}
+			return "", "", &ConfigError{Var: ev, Value: redactUserinfo(endpoint), Reason: "URL has no host"}
 		}
 	case protocol == "http/protobuf":
 		// gRPC also takes a bare host:port target.
-		return "", "", &ConfigError{Var: ev, Value: endpoint, Reason: "want an http:// or https:// URL"}
+		return "", "", &ConfigError{Var: ev, Value: redactUserinfo(endpoint), Reason: "want an http:// or https:// URL"}
 	}
 	if base && protocol == "http/protobuf" {
 		// What the exporter sends to: the base URL plus the signal's path.
 		u.Path = path.Join("/", u.Path, "v1", signal)
 		endpoint = u.String()
 	}
-	return protocol, endpoint, nil
+	return protocol, redactUserinfo(endpoint), nil
+}
+
+// redactUserinfo hides what an endpoint holds before its last @ (a user
+// and password, a token): it is logged at start and named in errors. It
+// works on the string, so an endpoint that does not parse is hidden too.
+func redactUserinfo(endpoint string) string {
+	at := strings.LastIndex(endpoint, "@")
+	if at < 0 {
+		return endpoint
+	}
+	start := 0
+	if i := strings.Index(endpoint[:at], "://"); i >= 0 {
+		start = i + len("://")
+	}
+	return endpoint[:start] + "xxxxx" + endpoint[at:]
 }
 
 // checkSampler checks OTEL_TRACES_SAMPLER and its argument, which the SDK

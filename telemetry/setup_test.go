@@ -251,6 +251,8 @@ func TestSetupRejects(t *testing.T) {
 		{"http endpoint without scheme", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"}, "OTEL_EXPORTER_OTLP_ENDPOINT"},
 		{"endpoint without host", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http:///v1/traces"}, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"},
 		{"endpoint not a URL", map[string]string{"OTEL_METRICS_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://[::1"}, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"},
+		{"endpoint with credentials not a URL", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://u:s3cret@collector:xx/v1/traces"}, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"},
+		{"endpoint with credentials without host", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://u:s3cret@/v1/traces"}, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"},
 		{"unknown sampler", map[string]string{"OTEL_TRACES_SAMPLER": "sometimes"}, "OTEL_TRACES_SAMPLER"},
 		{"ratio above one", map[string]string{"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"}, "OTEL_TRACES_SAMPLER_ARG"},
 		{"ratio not a number", map[string]string{"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "half"}, "OTEL_TRACES_SAMPLER_ARG"},
@@ -271,6 +273,9 @@ func TestSetupRejects(t *testing.T) {
 			}
 			if ce.Var != tt.vr {
 				t.Errorf("error names %s, want %s (%v)", ce.Var, tt.vr, err)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("error shows the credentials of the endpoint: %v", err)
 			}
 		})
 	}
@@ -456,6 +461,13 @@ func TestSummary(t *testing.T) {
 		{"otlp to the exporter's default endpoint", map[string]string{
 			"OTEL_TRACES_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "none",
 		}, "traces=otlp traces_protocol=http/protobuf traces_endpoint=localhost:4318/v1/traces sampler=parentbased_always_on metrics=none"},
+		{"credentials in the endpoint are hidden", map[string]string{
+			"OTEL_TRACES_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "otlp",
+			"OTEL_EXPORTER_OTLP_ENDPOINT":         "http://user:s3cret@" + strings.TrimPrefix(httpSrv.URL, "http://"),
+			"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "grpc",
+			"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://s3cret@" + strings.TrimPrefix(grpcURL, "http://"),
+		}, "traces=otlp traces_protocol=http/protobuf traces_endpoint=http://xxxxx@" + strings.TrimPrefix(httpSrv.URL, "http://") + "/v1/traces" +
+			" sampler=parentbased_always_on metrics=otlp metrics_protocol=grpc metrics_endpoint=http://xxxxx@" + strings.TrimPrefix(grpcURL, "http://")},
 		{"sdk disabled", map[string]string{"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp"},
 			"traces=none metrics=none sdk_disabled=true"},
 	}
