@@ -99,6 +99,12 @@ func (n *notifier) sync(want map[string]string) ([]string, error) {
 func (n *notifier) note(ev fsnotify.Event) {
 	links := n.links
 	display, ok := n.dirs[ev.Name]
+	if ok && ev.Op.Has(fsnotify.Remove|fsnotify.Rename) {
+		// A watched directory left its path (another may be renamed into
+		// it): forget its watch, so the next sync watches what is there.
+		_ = n.w.Remove(ev.Name)
+		delete(n.dirs, ev.Name)
+	}
 	if !ok {
 		dir, found := n.dirs[filepath.Dir(ev.Name)]
 		if !found {

@@ -400,3 +400,33 @@ func TestEventsSeeConfigMapSwap(t *testing.T) {
 		return p != nil && *p.Pack.Roles["architect"].Model == "v2"
 	})
 }
+
+// A directory replaced by another renamed into its place (a deploy that
+// builds packs.new and swaps it in) is watched again: an edit inside it
+// afterwards is seen through events alone, the safety sweep an hour away.
+// Its watch used to stay on the directory that was removed.
+func TestEventsSeeReplacedDirectory(t *testing.T) {
+	dir := copyRoot(t, "")
+	src, _ := newSource(t, dir, time.Hour)
+	src.Start(t.Context())
+	defer src.Stop()
+	writeFile(t, dir, "packs/team.yaml", "roles:\n  architect:\n    model: v1\n")
+	model := func() string {
+		p := src.Snapshot().Packs["team"]
+		if p == nil || p.Pack == nil || p.Pack.Roles["architect"].Model == nil {
+			return ""
+		}
+		return *p.Pack.Roles["architect"].Model
+	}
+	waitFor(t, "packs/team.yaml", func() bool { return model() == "v1" })
+	writeFile(t, dir, "packs.new/team.yaml", "roles:\n  architect:\n    model: v2\n")
+	if err := os.RemoveAll(filepath.Join(dir, "packs")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "packs.new"), filepath.Join(dir, "packs")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the replaced packs/", func() bool { return model() == "v2" })
+	writeFile(t, dir, "packs/team.yaml", "roles:\n  architect:\n    model: v3\n")
+	waitFor(t, "an edit in the replaced packs/", func() bool { return model() == "v3" })
+}
