@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 )
 
@@ -18,11 +20,19 @@ type healthcheckCmd struct {
 }
 
 func (c *healthcheckCmd) Run(ctx context.Context, g *globals) error {
+	if c.Timeout <= 0 {
+		return usageErr("--timeout %s: must be positive", c.Timeout)
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL, nil)
 	if err != nil {
-		return usageErr("--url %q: %v", c.URL, err)
+		// Its fault alone: the URL may hold a password.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return usageErr("--url: malformed URL: %v", err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -33,6 +33,9 @@ func TestHealthcheck(t *testing.T) {
 		{"not ready answers 503", []string{"--url", notReady.URL + "/readyz"}, 1, "", "503 Service Unavailable"},
 		{"nothing listens", []string{"--url", gone.URL + "/readyz"}, 1, "", "healthcheck:"},
 		{"not a URL", []string{"--url", "://"}, 2, "", "--url"},
+		{"not a URL, its password hidden", []string{"--url", "http://u:s3cret@[::1/readyz"}, 2, "", "worker: --url: malformed URL: missing ']' in host\n"},
+		{"timeout 0", []string{"--url", ready.URL + "/readyz", "--timeout=0s"}, 2, "", "--timeout 0s: must be positive"},
+		{"timeout negative", []string{"--url", ready.URL + "/readyz", "--timeout=-1s"}, 2, "", "--timeout -1s: must be positive"},
 		{"--print shows the body", []string{"--url", ready.URL + "/readyz", "--print"}, 0, `{"ready":true}`, ""},
 		{"--print shows an unready body too", []string{"--url", notReady.URL + "/readyz", "--print"}, 1, `{"ready":false}`, "503 Service Unavailable"},
 	}
@@ -45,6 +48,9 @@ func TestHealthcheck(t *testing.T) {
 			}
 			if stdout.String() != tt.wantStdout {
 				t.Errorf("stdout %q, want %q", stdout.String(), tt.wantStdout)
+			}
+			if strings.Contains(stderr.String(), "s3cret") {
+				t.Errorf("stderr shows the password: %q", stderr.String())
 			}
 			if !strings.Contains(stderr.String(), tt.wantStderr) {
 				t.Errorf("stderr %q, want it to contain %q", stderr.String(), tt.wantStderr)
