@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -330,6 +331,10 @@ func (s *Source) reloadLocked(force bool, c *changes) bool {
 	s.logLegacy(prev, snap)
 	s.logSkills(prev, snap)
 	s.logBrokenPacks(prev, snap)
+	if !reflect.DeepEqual(prev.Config.NATS, snap.Config.NATS) {
+		// Not its values: the block may hold a password.
+		s.log.Warn("discover: the nats: block of rolecall.yaml changed; it is read at start only, so the worker keeps the settings it started with until it is restarted", "root", s.root)
+	}
 	return true
 }
 

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -429,4 +430,41 @@ func TestEventsSeeReplacedDirectory(t *testing.T) {
 	waitFor(t, "the replaced packs/", func() bool { return model() == "v2" })
 	writeFile(t, dir, "packs/team.yaml", "roles:\n  architect:\n    model: v3\n")
 	waitFor(t, "an edit in the replaced packs/", func() bool { return model() == "v3" })
+}
+
+// An edit of the nats: block is loaded but not applied (it is read at
+// start only): the reload says so, once per change, without the block's
+// values. Other edits do not.
+func TestSourceWarnsNATSBlockNeedsRestart(t *testing.T) {
+	const msg = "discover: the nats: block of rolecall.yaml changed; it is read at start only, so the worker keeps the settings it started with until it is restarted"
+	dir := copyRoot(t, "")
+	writeFile(t, dir, "rolecall.yaml", "nats:\n  user: a\n")
+	writeFile(t, dir, "packs/team.yaml", "roles:\n  architect:\n    model: v1\n")
+	src, rec := newSource(t, dir, time.Hour)
+	reload := func() {
+		t.Helper()
+		if _, err := src.Reload(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, dir, "packs/team.yaml", "roles:\n  architect:\n    model: v22\n")
+	reload()
+	if n := rec.count(slog.LevelWarn, msg); n != 0 {
+		t.Fatalf("%d warnings after an edit of a pack, want 0", n)
+	}
+	writeFile(t, dir, "rolecall.yaml", "nats:\n  user: a\n  password: s3cret\n")
+	reload()
+	if n := rec.count(slog.LevelWarn, msg); n != 1 {
+		t.Fatalf("%d warnings after an edit of the nats: block, want 1", n)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, r := range rec.records {
+		r.Attrs(func(a slog.Attr) bool {
+			if strings.Contains(a.Value.String(), "s3cret") {
+				t.Errorf("%q logs the password: %s", r.Message, a)
+			}
+			return true
+		})
+	}
 }
