@@ -88,6 +88,12 @@ func (c *submitCmd) Run(ctx context.Context, g *globals) error {
 			_, _ = rand.Read(b[:])
 			tasks[i].id = hex.EncodeToString(b[:])
 		}
+		// Every task is checked before the first is published: a bad one
+		// must not leave those before it sent, which a second run would
+		// send again under new ids.
+		if _, _, err := events.EncodeTask(c.Source, tasks[i].id, tasks[i].data, "", "", c.Binary); err != nil {
+			return usageErr("%s: encode task event: %v", tasks[i].from, err)
+		}
 	}
 
 	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "rolecall-submit", ServiceVersion: version})

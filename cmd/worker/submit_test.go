@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -70,5 +71,34 @@ func TestSubmitWaitRefusesTimeoutNotPositive(t *testing.T) {
 	}
 	if n := st.CachedInfo().State.Msgs; n != 0 {
 		t.Errorf("the tasks stream holds %d message(s), want 0: the task was published", n)
+	}
+}
+
+// TestSubmitChecksEveryTaskBeforePublishing: a task that cannot be sent
+// (here a file that is not JSON) fails the submission before any task is
+// published; the good tasks before it used to be sent, and a second run
+// after fixing the file sent them again under new ids.
+func TestSubmitChecksEveryTaskBeforePublishing(t *testing.T) {
+	srv := natstest.Start(t)
+	js := natstest.JetStream(t, natstest.Connect(t, srv))
+	if _, err := pipeline.Ensure(context.Background(), js, pipeline.DefaultConfig()); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"role":"analyst"`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr syncBuffer
+	code := runContext(context.Background(), []string{"submit", "--nats", srv.ClientURL(),
+		filepath.Join("..", "..", "examples", "tasks", "incident.json"), bad}, strings.NewReader(""), &stdout, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "bad.json: encode task event") {
+		t.Errorf("exit %d, stderr %q; want 2 and the bad file named", code, stderr.String())
+	}
+	st, err := js.Stream(context.Background(), pipeline.DefaultConfig().TasksStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.CachedInfo().State.Msgs; n != 0 {
+		t.Errorf("the tasks stream holds %d message(s), want 0; stdout %q", n, stdout.String())
 	}
 }
