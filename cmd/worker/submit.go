@@ -17,6 +17,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
@@ -93,6 +94,9 @@ func (c *submitCmd) Run(ctx context.Context, g *globals) error {
 		// send again under new ids.
 		if _, _, err := events.EncodeTask(c.Source, tasks[i].id, tasks[i].data, "", "", c.Binary); err != nil {
 			return usageErr("%s: encode task event: %v", tasks[i].from, err)
+		}
+		if subject := c.subject(tasks[i].data); !server.IsValidLiteralSubject(subject) || strings.ContainsAny(subject, " \t\r\n") {
+			return usageErr("%s: subject %q is not a literal NATS subject (check --subject and --prefix)", tasks[i].from, subject)
 		}
 	}
 
@@ -180,15 +184,21 @@ func (c *submitCmd) read(stdin io.Reader) ([]submission, error) {
 	return out, nil
 }
 
+// subject is where a task is published: --subject, else
+// <prefix>.tasks.<role>.
+func (c *submitCmd) subject(task []byte) string {
+	if c.Subject != "" {
+		return c.Subject
+	}
+	return c.prefix() + ".tasks." + subjectToken(task)
+}
+
 // publish sends one task inside its own producer span, a child of parent
 // (--traceparent) when given. The span is the send: it ends at the
 // PubAck, so --wait does not stretch it; with tracing off it is a no-op
 // and the task carries parent's context, or none.
 func (c *submitCmd) publish(parent context.Context, tel *telemetry.Telemetry, js jetstream.JetStream, t *submission) (*jetstream.PubAck, string, error) {
-	subject := c.Subject
-	if subject == "" {
-		subject = c.prefix() + ".tasks." + subjectToken(t.data)
-	}
+	subject := c.subject(t.data)
 	ctx, span := tel.Tracer().Start(parent, "rolecall.submit",
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(telemetry.MessagingSystemNATS,

@@ -102,3 +102,23 @@ func TestSubmitChecksEveryTaskBeforePublishing(t *testing.T) {
 		t.Errorf("the tasks stream holds %d message(s), want 0; stdout %q", n, stdout.String())
 	}
 }
+
+// TestSubmitRefusesSubjectsNotLiteral: a --subject or --prefix that makes
+// no literal subject (a space, a wildcard, an empty token) is a usage
+// error before anything is published; it used to fail at the publish, a
+// wildcard with a message blaming a missing stream.
+func TestSubmitRefusesSubjectsNotLiteral(t *testing.T) {
+	srv := natstest.Start(t)
+	js := natstest.JetStream(t, natstest.Connect(t, srv))
+	if _, err := pipeline.Ensure(context.Background(), js, pipeline.DefaultConfig()); err != nil {
+		t.Fatal(err)
+	}
+	task := filepath.Join("..", "..", "examples", "tasks", "incident.json")
+	for _, flag := range []string{"--subject=rolecall.tasks.*", "--subject=rolecall.tasks.>", "--subject=a b", "--subject=a..b", "--prefix=a b", "--prefix=x.>"} {
+		var stdout, stderr syncBuffer
+		code := runContext(context.Background(), []string{"submit", "--nats", srv.ClientURL(), flag, task}, strings.NewReader(""), &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), "is not a literal NATS subject") {
+			t.Errorf("%s: exit %d, stderr %q; want 2 and the reason", flag, code, stderr.String())
+		}
+	}
+}
