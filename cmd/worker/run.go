@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -80,6 +81,9 @@ func (c *runCmd) Run(ctx context.Context, g *globals) error {
 		return err
 	}
 	nf := c.natsFlags.withConfig(snap.Config.NATS)
+	if p := nf.prefix(); !server.IsValidLiteralSubject(p) || strings.ContainsAny(p, " \t\r\n") {
+		return usageErr("subject prefix %q (--prefix, ROLECALL_SUBJECT_PREFIX or nats.subject_prefix) is not a literal NATS subject", p)
+	}
 
 	instance := c.Instance
 	if instance == "" {

@@ -222,15 +222,18 @@ func TestMetricsAnswerWithinOneSecondWhileBrokerDown(t *testing.T) {
 	}
 }
 
-// TestRunRefusesBadNumbers: a negative count or duration, and a drain
-// timeout that is not positive, are usage errors (exit 2) before the
-// worker opens a store or a connection; they used to be ignored, or (the
-// drain timeout) to fail every stop at once.
+// TestRunRefusesBadNumbers: a negative count or duration, a drain
+// timeout that is not positive, and a subject prefix that is not a
+// literal subject, are usage errors (exit 2) before the
+// worker opens a store or a connection; they used to be ignored, or to
+// fail every stop at once (the drain timeout), or to fail after the
+// embedded server had started (the prefix).
 func TestRunRefusesBadNumbers(t *testing.T) {
 	for _, flag := range []string{
 		"--drain-timeout=0s", "--drain-timeout=-1s",
 		"--concurrency=-1", "--replicas=-1", "--max-deliver=-2",
 		"--ack-wait=-1s", "--retry-for=-1s", "--reload-interval=-5s",
+		"--prefix=a b", "--prefix=x.>", "--prefix=a..b",
 	} {
 		t.Run(flag, func(t *testing.T) {
 			store := filepath.Join(t.TempDir(), "store")
@@ -243,6 +246,9 @@ func TestRunRefusesBadNumbers(t *testing.T) {
 				t.Fatalf("exit %d, want 2\n%s", code, stderr.String())
 			}
 			name, _, _ := strings.Cut(flag, "=")
+			if name == "--prefix" {
+				name = "subject prefix"
+			}
 			if !strings.Contains(stderr.String(), "worker: "+name) {
 				t.Errorf("stderr does not name %s:\n%s", name, stderr.String())
 			}
