@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rolecall/rolecall/events"
+	"github.com/rolecall/rolecall/internal/natstest"
 )
 
 // TestSIGTERMDrainsUnderLoad runs the built binary with its embedded
@@ -27,12 +28,7 @@ func TestSIGTERMDrainsUnderLoad(t *testing.T) {
 		t.Skip("builds and runs the worker binary; skipped with -short")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "worker")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		t.Fatalf("go build: %v", err)
-	}
+	bin := buildWorker(t, dir)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -192,5 +188,72 @@ func TestSIGTERMDrainsUnderLoad(t *testing.T) {
 		if c := seen[fmt.Sprint("D-", i)]; c != 1 {
 			t.Errorf("task D-%d has %d outcomes, want 1", i, c)
 		}
+	}
+}
+
+// buildWorker builds the worker binary into dir.
+func buildWorker(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "worker")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		t.Fatalf("go build: %v", err)
+	}
+	return bin
+}
+
+// TestSecondSignalEndsTheDrain: a second SIGTERM during a drain ends the
+// process at once. Here the drain would wait for a broker that is gone
+// (up to --drain-timeout); the operator who signals again does not wait.
+func TestSecondSignalEndsTheDrain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the worker binary; skipped with -short")
+	}
+	bin := buildWorker(t, t.TempDir())
+	srv := natstest.Start(t)
+	var stderr syncBuffer
+	cmd := exec.Command(bin, "run", "--root", "../../examples", "--nats", srv.ClientURL(), "--service=false", "--drain-timeout", "60s")
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	waitLog := func(line string) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(stderr.String(), line); {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q line in the log:\n%s", line, stderr.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// Up: its consumer exists. Then the broker goes away.
+	js := natstest.JetStream(t, natstest.Connect(t, srv))
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := js.Consumer(context.Background(), "ROLECALL_TASKS", "rolecall-workers"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("consumer never appeared\n%s", stderr.String())
+		}
+	}
+	srv.Shutdown()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitLog("draining")
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+			t.Fatalf("exit after the second SIGTERM: %v, want killed by SIGTERM\n%s", err, stderr.String())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the worker still ran 5s after a second SIGTERM\n%s", stderr.String())
 	}
 }

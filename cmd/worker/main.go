@@ -85,10 +85,12 @@ func main() {
 }
 
 // run is main without os.Exit, so tests can drive the CLI in-process.
-// SIGINT and SIGTERM cancel its context.
+// SIGINT and SIGTERM cancel its context; a second one ends the process at
+// once (the signal's default action), without waiting for the drain.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	context.AfterFunc(ctx, stop)
 	return runContext(ctx, args, stdin, stdout, stderr)
 }
 
