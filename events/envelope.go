@@ -143,7 +143,7 @@ func readEnvelope(h nats.Header, body []byte) (*envelope, *DecodeError) {
 	structured := !hasContentType && len(ce) == 0
 	switch {
 	case hasContentType && strings.HasPrefix(mediaTypeOf(contentType), "application/cloudevents"):
-		if !isMediaType(contentType, ContentTypeCloudEventsJSON) {
+		if !sameMediaType(contentType, ContentTypeCloudEventsJSON) {
 			return env, eventInvalid(HeaderContentType, ReasonNotCloudEvent,
 				"content-type %s is not the CloudEvents JSON format (batch and other formats are not supported)", printable(contentType))
 		}
@@ -169,17 +169,8 @@ type ceHeader struct {
 }
 
 func mediaTypeOf(ct string) string {
-	if i := strings.IndexByte(ct, ';'); i >= 0 {
-		ct = ct[:i]
-	}
-	return strings.ToLower(strings.TrimSpace(ct))
-}
-
-// isMediaType reports whether ct is the media type want with at most a
-// charset=utf-8 parameter.
-func isMediaType(ct, want string) bool {
-	t, p, ok := parseMediaType(ct)
-	return ct == want || ok && t == want && len(p) == 0
+	t, _, _ := strings.Cut(ct, ";")
+	return strings.ToLower(strings.TrimSpace(t))
 }
 
 // sameMediaType compares two content types as media types, so that
@@ -241,12 +232,11 @@ func (env *envelope) readBinary(ce []ceHeader, contentType string, hasContentTyp
 		}
 	}
 	if hasContentType {
-		if env.dataContentType.set && !sameMediaType(contentType, env.dataContentType.v) {
-			note(eventInvalid(HeaderContentType, ReasonConflict, "content-type %s contradicts ce-datacontenttype %s",
-				printable(contentType), printable(env.dataContentType.v)))
-		}
 		if !env.dataContentType.set {
 			env.dataContentType = attr{set: true, v: contentType}
+		} else if !sameMediaType(contentType, env.dataContentType.v) {
+			note(eventInvalid(HeaderContentType, ReasonConflict, "content-type %s contradicts ce-datacontenttype %s",
+				printable(contentType), printable(env.dataContentType.v)))
 		}
 	}
 	if len(body) > 0 {
@@ -332,7 +322,7 @@ func (env *envelope) check(types ...string) *DecodeError {
 	if !slices.Contains(types, env.typ.v) {
 		return eventInvalid("type", ReasonUnexpectedEventType, "type %s is not %s", printable(env.typ.v), strings.Join(types, " or "))
 	}
-	if a := env.dataContentType; a.set && !isMediaType(a.v, ContentTypeJSON) {
+	if a := env.dataContentType; a.set && !sameMediaType(a.v, ContentTypeJSON) {
 		return eventInvalid("datacontenttype", ReasonUnsupportedContentType, "datacontenttype %s is not supported (only %s)", printable(a.v), ContentTypeJSON)
 	}
 	if a := env.dataSchema; a.set {
@@ -451,10 +441,6 @@ func (env *envelope) toEvent() event.Event {
 	if len(env.ext) > 0 {
 		ctx.Extensions = env.ext
 	}
-	e := event.Event{Context: ctx}
-	if env.hasData {
-		e.DataEncoded = env.data
-		e.DataBase64 = env.dataBase64
-	}
-	return e
+	// data and dataBase64 are set only with hasData.
+	return event.Event{Context: ctx, DataEncoded: env.data, DataBase64: env.dataBase64}
 }
