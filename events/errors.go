@@ -122,13 +122,21 @@ func printable(s string) string {
 type pathState int
 
 const (
-	psRoot pathState = iota
+	psLeaf pathState = iota // below what the schema expects (the zero value)
+	psRoot
 	psOverrides
 	psPermissions
 	psToolMap
 	psList
-	psLeaf
 )
+
+// fieldState is the state after a member name in a state; names missing
+// here lead to psLeaf.
+var fieldState = map[pathState]map[string]pathState{
+	psRoot:        {"modes": psList, "skills": psList, "overrides": psOverrides},
+	psOverrides:   {"tools": psList, "permissions": psPermissions},
+	psPermissions: {"allow": psToolMap, "deny": psToolMap, "escalate": psToolMap},
+}
 
 func pointerPath(p jsontext.Pointer) string {
 	var path string
@@ -150,20 +158,7 @@ func pointerPath(p jsontext.Pointer) string {
 			continue
 		}
 		path = keyPath(path, tok)
-		switch {
-		case st == psRoot && (tok == "modes" || tok == "skills"):
-			st = psList
-		case st == psRoot && tok == "overrides":
-			st = psOverrides
-		case st == psOverrides && tok == "tools":
-			st = psList
-		case st == psOverrides && tok == "permissions":
-			st = psPermissions
-		case st == psPermissions && (tok == "allow" || tok == "deny" || tok == "escalate"):
-			st = psToolMap
-		default:
-			st = psLeaf
-		}
+		st = fieldState[st][tok]
 	}
 	return path
 }
