@@ -239,13 +239,12 @@ func checkSkills(patterns []string) error {
 // characters (U+0021–U+007E), so it is safe as a CloudEvents subject, in
 // a NATS header and in a log line without escaping.
 func validTaskID(id string) string {
-	if id == "" {
+	switch {
+	case id == "":
 		return "is empty"
-	}
-	if len(id) > MaxTaskIDLen {
+	case len(id) > MaxTaskIDLen:
 		return "is longer than 128 characters"
-	}
-	if strings.ContainsFunc(id, func(r rune) bool { return r < '!' || r > '~' }) {
+	case strings.ContainsFunc(id, func(r rune) bool { return r < '!' || r > '~' }):
 		return "may only hold printable ASCII characters without spaces (U+0021–U+007E)"
 	}
 	return ""
@@ -344,15 +343,11 @@ func checkPermissions(field string, p *resolve.PermissionPolicy) error {
 	default:
 		return taskInvalid(field+".mode", ReasonInvalidValue, "%s.mode %s is not allow_all, deny_all or rules", field, printable(string(p.Mode)))
 	}
-	for _, m := range []struct {
-		name  string
-		rules map[string][]string
-	}{{"allow", p.Allow}, {"deny", p.Deny}, {"escalate", p.Escalate}} {
-		if err := checkRules(field, m.name, m.rules); err != nil {
-			return err
-		}
-	}
-	return nil
+	return cmp.Or(
+		checkRules(field, "allow", p.Allow),
+		checkRules(field, "deny", p.Deny),
+		checkRules(field, "escalate", p.Escalate),
+	)
 }
 
 // checkRules visits the tools in sorted order, so the first failure
