@@ -40,7 +40,8 @@ func DecodeTask(header nats.Header, body []byte, opts DecodeOptions) (Incoming, 
 	env, err := readEnvelope(header, body)
 	inc := Incoming{ID: usable(env.id), Source: usable(env.source), TraceParent: env.traceParent, TraceState: env.traceState}
 	if inc.TraceParent == "" {
-		inc.TraceParent, inc.TraceState = env.extString(ExtTraceParent), env.extString(ExtTraceState)
+		inc.TraceParent, _ = env.ext[ExtTraceParent].(string)
+		inc.TraceState, _ = env.ext[ExtTraceState].(string)
 	}
 	if err == nil {
 		err = env.check(TypeTaskAssigned)

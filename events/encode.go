@@ -178,7 +178,6 @@ func validCode(c resolve.Code) bool {
 	return c != "" && !strings.ContainsFunc(string(c), func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') })
 }
 
-// encodeOutcome encodes an outcome event to be published on subject.
 func encodeOutcome(subject, typ, schema string, meta OutcomeMeta, data any) (string, nats.Header, []byte, error) {
 	if meta.ID == "" || controlIndex(meta.ID) >= 0 {
 		return "", nil, nil, errors.New("events: outcome id is required (without control characters)")

@@ -77,11 +77,6 @@ func (env *envelope) attrs() [8]namedAttr {
 		{"datacontenttype", &env.dataContentType}, {"dataschema", &env.dataSchema}, {"subject", &env.subject}, {"time", &env.time}}
 }
 
-func (env *envelope) extString(name string) string {
-	s, _ := env.ext[name].(string)
-	return s
-}
-
 // addExt records an extension read at place at (what orders the message's
 // attributes), so that check reports the first bad one in message order.
 func (env *envelope) addExt(name string, v any, at int) {
@@ -154,13 +149,10 @@ func readEnvelope(h nats.Header, body []byte) (*envelope, *DecodeError) {
 			"not a CloudEvent: no content-type %q and no ce-specversion header", ContentTypeCloudEventsJSON)
 	}
 	env.read = true
-	var err *DecodeError
 	if structured {
-		err = env.readStructured(body)
-	} else {
-		err = env.readBinary(ce, contentType, hasContentType, body)
+		return env, cmp.Or(first, env.readStructured(body))
 	}
-	return env, cmp.Or(first, err)
+	return env, cmp.Or(first, env.readBinary(ce, contentType, hasContentType, body))
 }
 
 type ceHeader struct {
