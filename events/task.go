@@ -77,8 +77,13 @@ func DecodeTaskData(data []byte, opts DecodeOptions) (Task, resolve.RoleRef, err
 		return Task{TaskID: t.TaskID}, nil, err
 	}
 	t.Role = *w.Role
-	if t.Override != nil && t.Override.Permissions != nil {
-		dropNullRules(t.Override.Permissions)
+	if o := t.Override; o != nil && o.Permissions != nil {
+		// null is absent everywhere, including inside a permission map:
+		// tool entries whose pattern list was null are dropped.
+		p := o.Permissions
+		for _, m := range []map[string][]string{p.Allow, p.Deny, p.Escalate} {
+			maps.DeleteFunc(m, func(_ string, v []string) bool { return v == nil })
+		}
 	}
 	return t, ref, nil
 }
@@ -191,10 +196,7 @@ func validateTask(w *taskWire) (resolve.RoleRef, error) {
 		}
 		return nil, de
 	}
-	if err := checkName("pack", w.Pack); err != nil {
-		return nil, err
-	}
-	if err := checkName("profile", w.Profile); err != nil {
+	if err := cmp.Or(checkName("pack", w.Pack), checkName("profile", w.Profile)); err != nil {
 		return nil, err
 	}
 	for i, m := range w.Modes {
@@ -275,10 +277,7 @@ func nameError(field string, err error) *DecodeError {
 }
 
 func checkOverrides(o *Overrides) error {
-	if err := checkValue("overrides.model", o.Model); err != nil {
-		return err
-	}
-	if err := checkValue("overrides.effort", o.Effort); err != nil {
+	if err := cmp.Or(checkValue("overrides.model", o.Model), checkValue("overrides.effort", o.Effort)); err != nil {
 		return err
 	}
 	for i, tool := range o.Tools {
@@ -376,14 +375,6 @@ func checkRules(parent, name string, rules map[string][]string) error {
 		}
 	}
 	return nil
-}
-
-// dropNullRules removes tool entries whose pattern list was null: null is
-// absent everywhere, including inside a permission map.
-func dropNullRules(p *resolve.PermissionPolicy) {
-	for _, m := range []map[string][]string{p.Allow, p.Deny, p.Escalate} {
-		maps.DeleteFunc(m, func(_ string, v []string) bool { return v == nil })
-	}
 }
 
 // peekTaskID reads a valid top-level task_id from data that failed
