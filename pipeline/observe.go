@@ -227,13 +227,15 @@ func (o observer) traceContext(ctx context.Context) (traceparent, tracestate str
 }
 
 // stageEnd ends a stage span (nil when not tracing), with its failure code
-// if any, and records the stage's duration.
+// if any, and records the stage's duration. The code is the one the
+// outcome gets for err in that stage; a publish error is a transient
+// fault, which has none.
 func (o observer) stageEnd(ctx context.Context, span trace.Span, stage resolve.Stage, d time.Duration, err error, end ...trace.SpanEndOption) {
 	if span != nil {
 		if err != nil {
 			span.SetStatus(codes.Error, err.Error())
-			if f := FailureFrom(nil, resolve.StageResolve, err); f.Code != "" {
-				span.SetAttributes(attribute.String(telemetry.AttrErrorCode, string(f.Code)))
+			if stage != telemetry.StagePublish {
+				span.SetAttributes(attribute.String(telemetry.AttrErrorCode, string(FailureFrom(nil, stage, err).Code)))
 			}
 		}
 		span.End(end...)

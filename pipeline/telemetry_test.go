@@ -727,6 +727,10 @@ func TestTraceTransientRetry(t *testing.T) {
 	if got := first.kid(telemetry.SpanPublish).Status(); got.Code != codes.Error {
 		t.Errorf("first delivery's publish span status %v, want Error", got)
 	}
+	// A transient fault has no failure code, on the stage span either.
+	if c, ok := attrs(first.kid(telemetry.SpanPublish))[telemetry.AttrErrorCode]; ok {
+		t.Errorf("first delivery's publish span has rolecall.error.code %q; a transient fault has no failure code", c)
+	}
 	if ev := first.proc.Events(); len(ev) != 1 || ev[0].Name != "exception" {
 		t.Errorf("first delivery events %v, want one exception", ev)
 	}
