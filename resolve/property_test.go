@@ -320,6 +320,22 @@ var genScenario = rapid.Custom(func(t *rapid.T) scenario {
 	return scenario{ref, in}
 })
 
+// drawResolved draws scenarios until one resolves, for the properties of
+// a successful result: about one scenario in fifteen resolves (the rest
+// are the error cases the other properties cover), so drawing one per
+// check left those properties a handful of cases per run, and the tier
+// and skill branches some runs none at all.
+func drawResolved(t *rapid.T) (scenario, resolve.ResolvedAgentSpec) {
+	for i := range 60 {
+		sc := genScenario.Draw(t, fmt.Sprintf("scenario%d", i))
+		if spec, err := resolve.Resolve(sc.ref, sc.in); err == nil {
+			return sc, spec
+		}
+	}
+	t.Skip("no scenario resolved")
+	panic("unreachable")
+}
+
 // --- reflection helpers -------------------------------------------------
 
 // deepCopy copies v with no shared slice, map or pointer, keeping nil and
@@ -810,11 +826,7 @@ func TestPropertyAdapter(t *testing.T) {
 // never a nil list where the spec promises a list.
 func TestPropertyShape(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		sc := genScenario.Draw(t, "scenario")
-		spec, err := resolve.Resolve(sc.ref, sc.in)
-		if err != nil {
-			return
-		}
+		sc, spec := drawResolved(t)
 		for _, kv := range spec.Sources.Fields() {
 			if kv[1] == "" {
 				t.Fatalf("sources.%s is empty", kv[0])
@@ -834,77 +846,124 @@ func TestPropertyShape(t *testing.T) {
 
 // TestPropertyTiers: tier expansion is deterministic, and the model it
 // yields is always one the catalog names (never invented), reached by the
-// symbol's own tier or a fallback tier that has it.
+// symbol's own tier or a fallback tier that has it. Fallback is rare in
+// drawn scenarios, so every expanded tier is also withdrawn from its
+// catalog (fallback allowed, in a drawn order) and resolved again: that
+// resolves by a fallback tier or not at all.
 func TestPropertyTiers(t *testing.T) {
+	var expanded, fellBack int
 	rapid.Check(t, func(t *rapid.T) {
-		sc := genScenario.Draw(t, "scenario")
-		got, err := resolve.Resolve(sc.ref, sc.in)
-		if err != nil {
-			return
-		}
+		sc, got := drawResolved(t)
 		again, _ := resolve.Resolve(sc.ref, deepCopy(sc.in))
 		if diff := cmp.Diff(got.ModelTier, again.ModelTier); diff != "" || got.Model != again.Model {
 			t.Fatalf("tier expansion is not deterministic:\n%s", diff)
 		}
-		mt := got.ModelTier
-		if mt == nil {
-			if strings.HasPrefix(got.Model, resolve.TierPrefix) {
-				t.Fatalf("model %q is a tier symbol left unexpanded", got.Model)
-			}
+		tier := checkTier(t, sc.in, got)
+		if tier == "" {
 			return
 		}
-		tier := strings.TrimPrefix(mt.ResolvedVia, "fallback:")
-		if mt.ResolvedVia == "tier" {
-			tier = strings.TrimPrefix(mt.Symbol, resolve.TierPrefix)
+		expanded++
+		in := deepCopy(sc.in)
+		in.Models.Tiers[tier] = nil
+		in.Models.AllowFallback = true
+		in.Models.Fallback = rapid.Permutation(poolTiers).Draw(t, "fallback.order")
+		fb, err := resolve.Resolve(sc.ref, in)
+		if err != nil {
+			return
 		}
-		m := sc.in.Models.Tiers[tier]
-		if m == nil || *m != got.Model {
-			t.Fatalf("model %q via %s is not the catalog's model of tier %q (%v)", got.Model, mt.ResolvedVia, tier, m)
+		if fb.ModelTier == nil || fb.ModelTier.ResolvedVia != "fallback:"+checkTier(t, in, fb) {
+			t.Fatalf("tier %q withdrawn, yet resolved %q via %+v", tier, fb.Model, fb.ModelTier)
 		}
-		if strings.HasPrefix(mt.ResolvedVia, "fallback:") && !sc.in.Models.AllowFallback {
-			t.Fatalf("fell back to %s with fallback not allowed", tier)
-		}
-		if mt.CatalogDigest != resolve.ModelsDigest(sc.in.Models) {
-			t.Fatalf("catalog digest %s, want the catalog's", mt.CatalogDigest)
-		}
+		fellBack++
 	})
+	if expanded == 0 || fellBack == 0 {
+		t.Errorf("%d tier expansions, %d by a fallback tier: the generator no longer reaches tier expansion", expanded, fellBack)
+	}
+}
+
+// checkTier holds got's tier expansion to the catalog and returns the
+// tier whose model got holds, or "" when no tier was expanded.
+func checkTier(t *rapid.T, in resolve.Inputs, got resolve.ResolvedAgentSpec) string {
+	mt := got.ModelTier
+	if mt == nil {
+		if strings.HasPrefix(got.Model, resolve.TierPrefix) {
+			t.Fatalf("model %q is a tier symbol left unexpanded", got.Model)
+		}
+		return ""
+	}
+	tier := strings.TrimPrefix(mt.ResolvedVia, "fallback:")
+	if mt.ResolvedVia == "tier" {
+		tier = strings.TrimPrefix(mt.Symbol, resolve.TierPrefix)
+	}
+	m := in.Models.Tiers[tier]
+	if m == nil || *m != got.Model {
+		t.Fatalf("model %q via %s is not the catalog's model of tier %q (%v)", got.Model, mt.ResolvedVia, tier, m)
+	}
+	if strings.HasPrefix(mt.ResolvedVia, "fallback:") && !in.Models.AllowFallback {
+		t.Fatalf("fell back to %s with fallback not allowed", tier)
+	}
+	if mt.CatalogDigest != resolve.ModelsDigest(in.Models) {
+		t.Fatalf("catalog digest %s, want the catalog's", mt.CatalogDigest)
+	}
+	return tier
 }
 
 // TestPropertySkillsNarrow: the skills a spec holds are available ones,
 // admitted by the pack entry (the variant's patterns when one set them),
-// and, when the task names patterns, only ones its patterns match.
+// and, when the task names patterns, only ones its patterns match. Few
+// drawn tasks narrow a selection, so every selection is also narrowed to
+// its first skill by name and resolved again.
 func TestPropertySkillsNarrow(t *testing.T) {
+	var selected, narrowed int
 	rapid.Check(t, func(t *rapid.T) {
-		sc := genScenario.Draw(t, "scenario")
-		got, err := resolve.Resolve(sc.ref, sc.in)
-		if err != nil {
+		sc, got := drawResolved(t)
+		checkSkills(t, sc, got)
+		if len(got.Skills) == 0 {
 			return
 		}
-		matches := func(patterns []string, name string) bool {
-			return slices.ContainsFunc(patterns, func(p string) bool { m, _ := path.Match(p, name); return m })
+		selected++
+		one := scenario{sc.ref, deepCopy(sc.in)}
+		one.in.Task.Skills = []string{got.Skills[0].Name}
+		n, err := resolve.Resolve(one.ref, one.in)
+		if err != nil {
+			t.Fatalf("narrowing %v to %q: %v", skillNames(got.Skills), got.Skills[0].Name, err)
 		}
-		var entry []string
-		if _, casts := sc.ref.(resolve.RoleName); casts {
-			e := sc.in.Pack.Roles[string(sc.ref.(resolve.RoleName))]
-			entry = e.Skills
-			for _, i := range got.Pack.Variants {
-				if s := e.Variants[i].Set.Skills; s != nil {
-					entry = s
-				}
-			}
+		checkSkills(t, one, n)
+		if len(n.Skills) != 1 || n.Skills[0] != got.Skills[0] {
+			t.Fatalf("narrowing %v to %q selected %v", skillNames(got.Skills), got.Skills[0].Name, skillNames(n.Skills))
 		}
-		for _, s := range got.Skills {
-			if !slices.Contains(sc.in.Skills, s) {
-				t.Fatalf("skill %+v is not an available one", s)
-			}
-			if !matches(entry, s.Name) {
-				t.Fatalf("skill %q is not admitted by the entry's %q", s.Name, entry)
-			}
-			if sc.in.Task.Skills != nil && !matches(sc.in.Task.Skills, s.Name) {
-				t.Fatalf("skill %q is outside the task's %q", s.Name, sc.in.Task.Skills)
-			}
-		}
+		narrowed++
 	})
+	if selected == 0 || narrowed == 0 {
+		t.Errorf("%d results with skills, %d narrowed by the task: the generator no longer reaches skill selection", selected, narrowed)
+	}
+}
+
+func checkSkills(t *rapid.T, sc scenario, got resolve.ResolvedAgentSpec) {
+	matches := func(patterns []string, name string) bool {
+		return slices.ContainsFunc(patterns, func(p string) bool { m, _ := path.Match(p, name); return m })
+	}
+	var entry []string
+	if _, casts := sc.ref.(resolve.RoleName); casts {
+		e := sc.in.Pack.Roles[string(sc.ref.(resolve.RoleName))]
+		entry = e.Skills
+		for _, i := range got.Pack.Variants {
+			if s := e.Variants[i].Set.Skills; s != nil {
+				entry = s
+			}
+		}
+	}
+	for _, s := range got.Skills {
+		if !slices.Contains(sc.in.Skills, s) {
+			t.Fatalf("skill %+v is not an available one", s)
+		}
+		if !matches(entry, s.Name) {
+			t.Fatalf("skill %q is not admitted by the entry's %q", s.Name, entry)
+		}
+		if sc.in.Task.Skills != nil && !matches(sc.in.Task.Skills, s.Name) {
+			t.Fatalf("skill %q is outside the task's %q", s.Name, sc.in.Task.Skills)
+		}
+	}
 }
 
 // TestPropertyExplainAgrees: with explain on, every field's chain has
