@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -317,7 +318,8 @@ func (c *tailCmd) Run(ctx context.Context, g *globals) error {
 	}
 	stop := context.AfterFunc(ctx, iter.Stop)
 	defer stop()
-	for n := 0; c.Count == 0 || n < c.Count; n++ {
+	// Only printed events count towards --count.
+	for n := 0; c.Count == 0 || n < c.Count; {
 		m, err := iter.Next()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -325,16 +327,41 @@ func (c *tailCmd) Run(ctx context.Context, g *globals) error {
 			}
 			return err
 		}
-		ev, err := events.DecodeOutcome(m.Headers(), m.Data())
+		b, err := outcomeLine(m.Headers(), m.Data())
 		if err != nil {
 			log.Warn("undecodable message in outcome stream", "subject", m.Subject(), "error", err)
 			continue
 		}
-		b, err := ev.MarshalJSON()
-		if err != nil {
-			return err
-		}
 		fmt.Fprintf(g.stdout, "%s\n", b)
+		n++
 	}
 	return nil
+}
+
+// outcomeLine decodes an outcome event and encodes it as one line of
+// JSON that is safe to print on a terminal. The binary-mode decoder lets
+// data through unchecked, so data that is not valid JSON (a raw escape
+// sequence in a string, say) is an error, and C1 controls, which JSON
+// strings may hold raw, are escaped.
+func outcomeLine(h nats.Header, data []byte) ([]byte, error) {
+	ev, err := events.DecodeOutcome(h, data)
+	if err != nil {
+		return nil, err
+	}
+	b, err := ev.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	if !json.Valid(b) {
+		return nil, errors.New("event_invalid: data is not valid JSON")
+	}
+	var out bytes.Buffer
+	for _, r := range string(b) {
+		if r >= 0x7f && r <= 0x9f {
+			fmt.Fprintf(&out, `\u%04x`, r)
+		} else {
+			out.WriteRune(r)
+		}
+	}
+	return out.Bytes(), nil
 }

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rolecall/rolecall/internal/natstest"
+	"github.com/rolecall/rolecall/pipeline"
+)
+
+// publishOutcome puts one binary-mode outcome event with body data on
+// the outcome stream.
+func publishOutcome(t *testing.T, js jetstream.JetStream, id string, data []byte) {
+	t.Helper()
+	h := nats.Header{"ce-specversion": {"1.0"}, "ce-id": {id}, "ce-source": {"test"},
+		"ce-type": {"dev.rolecall.agentspec.resolved.v1"}, "content-type": {"application/json"}}
+	if _, err := js.PublishMsg(context.Background(), &nats.Msg{Subject: "rolecall.specs.test", Header: h, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTailPrintsNoControlCharacters: an outcome whose data holds a raw
+// escape sequence (invalid JSON that the binary-mode decoder lets
+// through) is skipped with a warning, and a C1 control (valid JSON) is
+// printed escaped; both used to reach the terminal raw. Skipped messages
+// do not count towards --count: --count 1 used to exit after one of them
+// without printing any event.
+func TestTailPrintsNoControlCharacters(t *testing.T) {
+	srv := natstest.Start(t)
+	js := natstest.JetStream(t, natstest.Connect(t, srv))
+	if _, err := pipeline.Ensure(context.Background(), js, pipeline.DefaultConfig()); err != nil {
+		t.Fatal(err)
+	}
+	url := srv.ClientURL()
+	publishOutcome(t, js, "rc-raw", []byte("{\"a\":\"\x1b]0;owned\x07\x1b[2J\"}"))
+	publishOutcome(t, js, "rc-c1", []byte("{\"a\":\"\u009b31m\"}"))
+	publishOutcome(t, js, "rc-ok", []byte(`{"a":"ok"}`))
+
+	var stdout, stderr syncBuffer
+	code := runContext(context.Background(), []string{"tail", "--nats", url, "--from-start", "--count", "2"}, strings.NewReader(""), &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	out := stdout.String()
+	if strings.ContainsAny(out, "\x1b\x07\u009b") {
+		t.Errorf("stdout holds a raw control character: %q", out)
+	}
+	if !strings.Contains(out, `"id":"rc-c1"`) || !strings.Contains(out, `\u009b31m`) {
+		t.Errorf("stdout %q, want rc-c1 with its C1 control escaped", out)
+	}
+	if !strings.Contains(out, `"id":"rc-ok"`) {
+		t.Errorf("stdout %q, want rc-ok: the skipped message counted towards --count", out)
+	}
+	if !strings.Contains(stderr.String(), "undecodable message") {
+		t.Errorf("stderr %q, want a warning about rc-raw", stderr.String())
+	}
+}
