@@ -294,6 +294,13 @@ type tailCmd struct {
 }
 
 func (c *tailCmd) Run(ctx context.Context, g *globals) error {
+	if c.Count < 0 {
+		return usageErr("--count %d: give 0 (run until interrupted) or more", c.Count)
+	}
+	filter := cmp.Or(c.Subject, c.prefix()+".specs.>")
+	if !server.IsValidSubject(filter) || strings.ContainsAny(filter, " \t\r\n") {
+		return usageErr("filter %q is not a NATS subject (check --subject and --prefix)", filter)
+	}
 	log, err := newLogger(g)
 	if err != nil {
 		return err
@@ -303,7 +310,6 @@ func (c *tailCmd) Run(ctx context.Context, g *globals) error {
 		return err
 	}
 	defer nc.Close()
-	filter := cmp.Or(c.Subject, c.prefix()+".specs.>")
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverNewPolicy}
 	if c.FromStart {
 		cfg.DeliverPolicy = jetstream.DeliverAllPolicy

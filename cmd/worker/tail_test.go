@@ -59,3 +59,19 @@ func TestTailPrintsNoControlCharacters(t *testing.T) {
 		t.Errorf("stderr %q, want a warning about rc-raw", stderr.String())
 	}
 }
+
+// TestTailRefusesBadFlags: a negative --count and a filter that is no
+// NATS subject are usage errors (exit 2) before connecting; --count -1
+// used to exit 0 at once, and a bad filter was exit 1 with the client's
+// error.
+func TestTailRefusesBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"--count=-1"}, {"--subject=a b"}, {"--subject=a..b"}, {"--prefix=x y"}} {
+		var stdout, stderr syncBuffer
+		// Nothing listens on port 1: a flag checked after connecting
+		// fails with exit 1.
+		code := runContext(context.Background(), append([]string{"tail", "--nats", "nats://127.0.0.1:1"}, args...), strings.NewReader(""), &stdout, &stderr)
+		if code != 2 {
+			t.Errorf("%v: exit %d, stderr %q; want 2", args, code, stderr.String())
+		}
+	}
+}
