@@ -204,13 +204,8 @@ func validateTask(w *taskWire) (resolve.RoleRef, error) {
 			return nil, checkName(indexPath("modes", i), &m)
 		}
 	}
-	if err := checkSkills(w.Skills); err != nil {
+	if err := cmp.Or(checkSkills(w.Skills), checkOverrides(w.Overrides)); err != nil {
 		return nil, err
-	}
-	if o := w.Overrides; o != nil {
-		if err := checkOverrides(o); err != nil {
-			return nil, err
-		}
 	}
 	return ref, nil
 }
@@ -277,6 +272,9 @@ func nameError(field string, err error) *DecodeError {
 }
 
 func checkOverrides(o *Overrides) error {
+	if o == nil {
+		return nil
+	}
 	if err := cmp.Or(checkValue("overrides.model", o.Model), checkValue("overrides.effort", o.Effort)); err != nil {
 		return err
 	}
@@ -294,16 +292,12 @@ func checkOverrides(o *Overrides) error {
 // checkValue accepts an identifier value (model, effort, tool name): 1–256
 // characters without control or format characters (resolve.UnsafeChar).
 func checkValue(field string, v *string) error {
-	if v == nil {
+	switch {
+	case v == nil || valueProblem(*v) == "":
 		return nil
-	}
-	switch valueProblem(*v) {
-	case "":
-		return nil
-	case ReasonEmpty:
+	case *v == "":
 		return taskInvalid(field, ReasonEmpty, "%s is empty", field)
-	}
-	if utf8.RuneCountInString(*v) > MaxValueLen {
+	case utf8.RuneCountInString(*v) > MaxValueLen:
 		return taskInvalid(field, ReasonInvalidValue, "%s is longer than %d characters", field, MaxValueLen)
 	}
 	i, r := resolve.UnsafeChar(*v)
