@@ -12,6 +12,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -314,7 +315,18 @@ func (c *tailCmd) Run(ctx context.Context, g *globals) error {
 	if c.FromStart {
 		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
 	}
-	cons, err := js.OrderedConsumer(ctx, c.Stream, cfg)
+	st, err := js.Stream(ctx, c.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("tail: no stream %s (a worker creates it when it starts; --stream names another)", c.Stream)
+	}
+	if err != nil {
+		return fmt.Errorf("tail %s: %w", c.Stream, err)
+	}
+	// A filter outside the stream's subjects would wait forever in silence.
+	if subjects := st.CachedInfo().Config.Subjects; len(subjects) > 0 && !slices.ContainsFunc(subjects, func(s string) bool { return server.SubjectsCollide(filter, s) }) {
+		return usageErr("--subject %s: stream %s holds only %s", filter, c.Stream, strings.Join(subjects, ", "))
+	}
+	cons, err := st.OrderedConsumer(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("tail %s: %w", c.Stream, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -73,5 +74,36 @@ func TestTailRefusesBadFlags(t *testing.T) {
 		if code != 2 {
 			t.Errorf("%v: exit %d, stderr %q; want 2", args, code, stderr.String())
 		}
+	}
+}
+
+// TestTailSaysWhatIsMissing: a stream that does not exist is named
+// without the client's API error, and a filter no subject of the stream
+// matches is a usage error; it used to wait forever in silence.
+func TestTailSaysWhatIsMissing(t *testing.T) {
+	srv := natstest.Start(t)
+	url := srv.ClientURL()
+	var stdout, stderr syncBuffer
+	code := runContext(context.Background(), []string{"tail", "--nats", url, "--stream", "NOPE"}, strings.NewReader(""), &stdout, &stderr)
+	if code != 1 || stderr.String() != "worker: tail: no stream NOPE (a worker creates it when it starts; --stream names another)\n" {
+		t.Errorf("no stream: exit %d, stderr %q", code, stderr.String())
+	}
+	js := natstest.JetStream(t, natstest.Connect(t, srv))
+	if _, err := pipeline.Ensure(context.Background(), js, pipeline.DefaultConfig()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stderr = syncBuffer{}
+	code = runContext(ctx, []string{"tail", "--nats", url, "--subject", "other.>"}, strings.NewReader(""), &stdout, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "--subject other.>: stream ROLECALL_SPECS holds only rolecall.specs.>") {
+		t.Errorf("filter outside the stream: exit %d, stderr %q", code, stderr.String())
+	}
+	// A wildcard inside the stream's subjects is fine.
+	publishOutcome(t, js, "rc-ok", []byte(`{"a":"ok"}`))
+	stderr = syncBuffer{}
+	code = runContext(ctx, []string{"tail", "--nats", url, "--subject", "rolecall.*.test", "--from-start", "--count", "1"}, strings.NewReader(""), &stdout, &stderr)
+	if code != 0 || !strings.Contains(stdout.String(), `"id":"rc-ok"`) {
+		t.Errorf("wildcard filter: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
 }
