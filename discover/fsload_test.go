@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/rolecall/rolecall/discover"
 	"github.com/rolecall/rolecall/resolve"
 )
@@ -66,8 +68,8 @@ func TestLoadFSMatchesLoad(t *testing.T) {
 			if got.Digest != want.Digest {
 				t.Fatalf("digest %s, Load's %s", got.Digest, want.Digest)
 			}
-			if len(discover.ValidateFS(m, discover.Options{})) != len(discover.Validate(root)) {
-				t.Fatal("ValidateFS and Validate disagree")
+			if diff := cmp.Diff(errorStrings(discover.Validate(root)), errorStrings(discover.ValidateFS(m, discover.Options{}))); diff != "" {
+				t.Fatalf("ValidateFS and Validate disagree (-Validate +ValidateFS):\n%s", diff)
 			}
 		})
 	}
