@@ -51,11 +51,11 @@ type configPushCmd struct {
 func (c *configPushCmd) Run(ctx context.Context, g *globals) error {
 	a, err := bundle.Pack(g.Root)
 	if err != nil {
-		return configFailure(g, err)
+		return configFailure(g, err, c.JSON)
 	}
 	// Checked before connecting, so a bad root fails the same way offline.
 	if _, err := bundle.Check(a); err != nil {
-		return configFailure(g, err)
+		return configFailure(g, err, c.JSON)
 	}
 	s, nc, err := openBundles(ctx, g, c.natsFlags, bundle.StoreOptions{Create: true, Replicas: c.Replicas})
 	if err != nil {
@@ -64,7 +64,7 @@ func (c *configPushCmd) Run(ctx context.Context, g *globals) error {
 	defer nc.Close()
 	res, err := s.Push(ctx, a, c.options(nc))
 	if err != nil {
-		return configFailure(g, err)
+		return configFailure(g, err, c.JSON)
 	}
 	if c.JSON {
 		return printJSON(g.stdout, res.Record)
@@ -85,12 +85,12 @@ type configLogCmd struct {
 func (c *configLogCmd) Run(ctx context.Context, g *globals) error {
 	s, nc, err := openBundles(ctx, g, c.natsFlags, bundle.StoreOptions{})
 	if err != nil {
-		return configFailure(g, err)
+		return configFailure(g, err, c.JSON)
 	}
 	defer nc.Close()
 	recs, err := s.Log(ctx)
 	if err != nil {
-		return configFailure(g, err)
+		return configFailure(g, err, c.JSON)
 	}
 	if c.JSON {
 		if recs == nil {
@@ -126,12 +126,12 @@ type configRollbackCmd struct {
 func (c *configRollbackCmd) Run(ctx context.Context, g *globals) error {
 	s, nc, err := openBundles(ctx, g, c.natsFlags, bundle.StoreOptions{})
 	if err != nil {
-		return configFailure(g, err)
+		return configFailure(g, err, c.JSON)
 	}
 	defer nc.Close()
 	rec, err := s.Rollback(ctx, c.To, c.options(nc))
 	if err != nil {
-		return configFailure(g, err)
+		return configFailure(g, err, c.JSON)
 	}
 	if c.JSON {
 		return printJSON(g.stdout, rec)
@@ -158,16 +158,32 @@ func openBundles(ctx context.Context, g *globals, f natsFlags, o bundle.StoreOpt
 }
 
 // configFailure prints a bundle error: each configuration problem on its
-// own line (as validate prints them), then the error; exit 1.
-func configFailure(g *globals, err error) error {
+// own line (as validate prints them), then the error; exit 1. With
+// --json, stdout gets one JSON object instead, {code, message, revision,
+// problems}, each problem as validate --json prints it.
+func configFailure(g *globals, err error, asJSON bool) error {
 	var be *bundle.Error
 	if !errors.As(err, &be) {
 		return err
 	}
-	for _, p := range be.Problems {
-		fmt.Fprintln(g.stdout, p.Error())
+	if asJSON {
+		if err := printJSON(g.stdout, configError{Code: string(be.Code), Message: be.Error(), Revision: be.Revision, Problems: service.Problems(be.Problems)}); err != nil {
+			return err
+		}
+	} else {
+		for _, p := range be.Problems {
+			fmt.Fprintln(g.stdout, p.Error())
+		}
 	}
 	return &exitError{code: 1, err: be}
+}
+
+// configError is a bundle error as the config commands print it with --json.
+type configError struct {
+	Code     string            `json:"code"`
+	Message  string            `json:"message"`
+	Revision uint64            `json:"revision,omitzero"`
+	Problems []service.Problem `json:"problems"`
 }
 
 // snapshotSource is what the worker decides and reports with: a config

@@ -150,3 +150,33 @@ func TestUISnapshotsBeforeABundle(t *testing.T) {
 		t.Fatalf("ui snapshot %+v", snap)
 	}
 }
+
+// TestConfigJSONFailures: with --json a refused push prints one JSON
+// object on stdout, {code, message, problems}, each problem as validate
+// --json prints it; the problems used to be text lines, so stdout was no
+// JSON.
+func TestConfigJSONFailures(t *testing.T) {
+	url := natstest.Start(t).ClientURL()
+	var got struct {
+		Code     string `json:"code"`
+		Message  string `json:"message"`
+		Problems []struct {
+			File string `json:"file"`
+			Code string `json:"code"`
+		} `json:"problems"`
+	}
+	out, errOut, code := configCLI(t, "config", "push", "--root", brokenRoot(t), "--nats", url, "--json")
+	if err := json.Unmarshal([]byte(out), &got); code != 1 || err != nil {
+		t.Fatalf("push of a broken root: exit %d, %v\nstdout %s\nstderr %s", code, err, out, errOut)
+	}
+	if got.Code != string(bundle.CodeInvalid) || len(got.Problems) == 0 || got.Problems[0].File != "packs/team.yaml" || got.Message == "" {
+		t.Errorf("push of a broken root: %+v", got)
+	}
+
+	examples := filepath.Join("..", "..", "examples")
+	out, errOut, code = configCLI(t, "config", "push", "--root", examples, "--nats", url, "--json", "--expect-revision", "7")
+	got.Problems = nil
+	if err := json.Unmarshal([]byte(out), &got); code != 1 || err != nil || got.Code != string(bundle.CodeRevisionConflict) || got.Problems == nil {
+		t.Errorf("push at the wrong revision: exit %d, %v, %+v\nstdout %s\nstderr %s", code, err, got, out, errOut)
+	}
+}
