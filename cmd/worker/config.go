@@ -120,16 +120,23 @@ func short(d string) string {
 
 type configRollbackCmd struct {
 	configWriteFlags
-	To uint64 `arg:"" optional:"" name:"REV" help:"The revision whose bundle to restore (default: the parent of current's)."`
+	To *uint64 `arg:"" optional:"" name:"REV" help:"The revision whose bundle to restore (default: the parent of current's)."`
 }
 
 func (c *configRollbackCmd) Run(ctx context.Context, g *globals) error {
+	var to uint64 // 0: the parent of current's
+	if c.To != nil {
+		if *c.To == 0 {
+			return usageErr("revision 0 is no bundle: revisions start at 1 (leave REV out to restore the parent of current's)")
+		}
+		to = *c.To
+	}
 	s, nc, err := openBundles(ctx, g, c.natsFlags, bundle.StoreOptions{})
 	if err != nil {
 		return configFailure(g, err, c.JSON)
 	}
 	defer nc.Close()
-	rec, err := s.Rollback(ctx, c.To, c.options(nc))
+	rec, err := s.Rollback(ctx, to, c.options(nc))
 	if err != nil {
 		return configFailure(g, err, c.JSON)
 	}

@@ -180,3 +180,28 @@ func TestConfigJSONFailures(t *testing.T) {
 		t.Errorf("push at the wrong revision: exit %d, %v, %+v\nstdout %s\nstderr %s", code, err, got, out, errOut)
 	}
 }
+
+// TestConfigRollbackRefusesRevisionZero: REV 0 names no bundle and is a
+// usage error; it used to act as REV left out and restore the parent.
+func TestConfigRollbackRefusesRevisionZero(t *testing.T) {
+	url := natstest.Start(t).ClientURL()
+	examples := filepath.Join("..", "..", "examples")
+	for _, root := range []string{examples, t.TempDir()} {
+		if _, errOut, code := configCLI(t, "config", "push", "--root", root, "--nats", url); code != 0 {
+			t.Fatalf("push %s: exit %d, %s", root, code, errOut)
+		}
+	}
+	_, errOut, code := configCLI(t, "config", "rollback", "0", "--nats", url)
+	if code != 2 || !strings.Contains(errOut, "revision 0 is no bundle") {
+		t.Errorf("rollback 0: exit %d, stderr %q; want 2", code, errOut)
+	}
+	out, _, _ := configCLI(t, "config", "log", "--nats", url, "--json")
+	var recs []bundle.Record
+	if err := json.Unmarshal([]byte(out), &recs); err != nil || len(recs) != 2 {
+		t.Errorf("history after rollback 0: %v, %d records, want the 2 pushes only", err, len(recs))
+	}
+	// Leaving REV out still restores the parent.
+	if out, errOut, code := configCLI(t, "config", "rollback", "--nats", url); code != 0 || !strings.Contains(out, "the bundle of revision 1") {
+		t.Errorf("rollback: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
