@@ -235,7 +235,11 @@ func (c *submitCmd) wait(ctx context.Context, g *globals, tasks []submission, ou
 	for i, t := range tasks {
 		index[events.OutcomeID(c.Source, t.id)] = i
 	}
-	got := make([]*event.Event, len(tasks))
+	type outcome struct {
+		failed bool
+		json   []byte
+	}
+	got := make([]*outcome, len(tasks))
 	next, failed := 0, false
 	timeout := time.After(c.Timeout)
 	for next < len(tasks) {
@@ -245,16 +249,21 @@ func (c *submitCmd) wait(ctx context.Context, g *globals, tasks []submission, ou
 			if !ok || got[i] != nil {
 				continue
 			}
-			ev, err := events.DecodeOutcome(m.Header, m.Data)
+			ev, b, err := outcomeJSON(m.Header, m.Data)
 			if err != nil {
 				return fmt.Errorf("%s: decode outcome: %w", tasks[i].from, err)
 			}
-			got[i] = &ev
+			var out bytes.Buffer
+			if err := json.Indent(&out, b, "", "  "); err != nil {
+				return err
+			}
+			out.WriteByte('\n')
+			got[i] = &outcome{failed: ev.Type() == events.TypeSpecFailed, json: out.Bytes()}
 			for next < len(tasks) && got[next] != nil {
-				if err := printJSON(g.stdout, got[next]); err != nil {
+				if _, err := g.stdout.Write(got[next].json); err != nil {
 					return err
 				}
-				failed = failed || got[next].Type() == events.TypeSpecFailed
+				failed = failed || got[next].failed
 				next++
 			}
 		case <-timeout:
@@ -345,7 +354,7 @@ func (c *tailCmd) Run(ctx context.Context, g *globals) error {
 			}
 			return err
 		}
-		b, err := outcomeLine(m.Headers(), m.Data())
+		_, b, err := outcomeJSON(m.Headers(), m.Data())
 		if err != nil {
 			log.Warn("undecodable message in outcome stream", "subject", m.Subject(), "error", err)
 			continue
@@ -356,22 +365,22 @@ func (c *tailCmd) Run(ctx context.Context, g *globals) error {
 	return nil
 }
 
-// outcomeLine decodes an outcome event and encodes it as one line of
+// outcomeJSON decodes an outcome event and encodes it as one line of
 // JSON that is safe to print on a terminal. The binary-mode decoder lets
 // data through unchecked, so data that is not valid JSON (a raw escape
 // sequence in a string, say) is an error, and C1 controls, which JSON
 // strings may hold raw, are escaped.
-func outcomeLine(h nats.Header, data []byte) ([]byte, error) {
+func outcomeJSON(h nats.Header, data []byte) (event.Event, []byte, error) {
 	ev, err := events.DecodeOutcome(h, data)
 	if err != nil {
-		return nil, err
+		return ev, nil, err
 	}
 	b, err := ev.MarshalJSON()
 	if err != nil {
-		return nil, err
+		return ev, nil, err
 	}
 	if !json.Valid(b) {
-		return nil, errors.New("event_invalid: data is not valid JSON")
+		return ev, nil, errors.New("event_invalid: data is not valid JSON")
 	}
 	var out bytes.Buffer
 	for _, r := range string(b) {
@@ -381,5 +390,5 @@ func outcomeLine(h nats.Header, data []byte) ([]byte, error) {
 			out.WriteRune(r)
 		}
 	}
-	return out.Bytes(), nil
+	return ev, out.Bytes(), nil
 }

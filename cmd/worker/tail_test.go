@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rolecall/rolecall/events"
 	"github.com/rolecall/rolecall/internal/natstest"
 	"github.com/rolecall/rolecall/pipeline"
 )
@@ -105,5 +107,37 @@ func TestTailSaysWhatIsMissing(t *testing.T) {
 	code = runContext(ctx, []string{"tail", "--nats", url, "--subject", "rolecall.*.test", "--from-start", "--count", "1"}, strings.NewReader(""), &stdout, &stderr)
 	if code != 0 || !strings.Contains(stdout.String(), `"id":"rc-ok"`) {
 		t.Errorf("wildcard filter: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}
+
+// TestSubmitWaitPrintsNoControlCharacters: submit --wait prints an
+// outcome's C1 controls escaped (they reached the terminal raw), and an
+// outcome whose data is no JSON is a decode error that says so (it was
+// the JSON encoder's error about the event type).
+func TestSubmitWaitPrintsNoControlCharacters(t *testing.T) {
+	c := &submitCmd{Source: "src", Timeout: 5 * time.Second}
+	tasks := []submission{{from: "task.json", id: "1"}}
+	msg := func(data string) *nats.Msg {
+		return &nats.Msg{Header: nats.Header{nats.MsgIdHdr: {events.OutcomeID("src", "1")},
+			"ce-specversion": {"1.0"}, "ce-id": {events.OutcomeID("src", "1")}, "ce-source": {"rolecall"},
+			"ce-type": {events.TypeSpecResolved}, "content-type": {"application/json"}}, Data: []byte(data)}
+	}
+
+	ch := make(chan *nats.Msg, 1)
+	ch <- msg("{\"a\":\"\u009b31m\"}")
+	var stdout bytes.Buffer
+	g := &globals{stdout: &stdout}
+	if err := c.wait(context.Background(), g, tasks, ch); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(stdout.String(), "\u009b") || !strings.Contains(stdout.String(), `"a": "\u009b31m"`) {
+		t.Errorf("stdout %q, want the C1 control escaped", stdout.String())
+	}
+
+	ch <- msg("{\"a\":\"\x1b[2J\"}")
+	stdout.Reset()
+	err := c.wait(context.Background(), g, tasks, ch)
+	if err == nil || !strings.Contains(err.Error(), "task.json: decode outcome: event_invalid: data is not valid JSON") || stdout.Len() > 0 {
+		t.Errorf("err %v, stdout %q; want the outcome refused", err, stdout.String())
 	}
 }
