@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -106,9 +109,20 @@ func (c *configLogCmd) Run(ctx context.Context, g *globals) error {
 		if r.Revision == cur.Revision {
 			mark = " *"
 		}
-		fmt.Fprintf(tw, "%d%s\t%s\t%s\t%s\t%d\t%s\n", r.Revision, mark, r.Time.Format(time.RFC3339), r.Actor, short(r.Digest), r.ParentRevision, r.Message)
+		fmt.Fprintf(tw, "%d%s\t%s\t%s\t%s\t%d\t%s\n", r.Revision, mark, r.Time.Format(time.RFC3339), printable(r.Actor), short(r.Digest), r.ParentRevision, printable(r.Message))
 	}
 	return tw.Flush()
+}
+
+// printable is s for a table on a terminal: control characters (a
+// newline, a tab, an escape sequence someone put in a message) are
+// printed escaped, as in a Go string literal.
+func printable(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }
 
 func short(d string) string {

@@ -205,3 +205,24 @@ func TestConfigRollbackRefusesRevisionZero(t *testing.T) {
 		t.Errorf("rollback: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+// TestConfigLogEscapesControlCharacters: an actor or message with a
+// newline, a tab or an escape sequence is printed escaped in the table;
+// it was printed raw, breaking the table and reaching the terminal.
+func TestConfigLogEscapesControlCharacters(t *testing.T) {
+	url := natstest.Start(t).ClientURL()
+	if _, errOut, code := configCLI(t, "config", "push", "--root", filepath.Join("..", "..", "examples"), "--nats", url,
+		"-m", "line1\nline2\t\x1b[31mred\u009b", "--actor", "ev\x1b]0;t\x07il"); code != 0 {
+		t.Fatalf("push: exit %d, %s", code, errOut)
+	}
+	out, errOut, code := configCLI(t, "config", "log", "--nats", url)
+	if code != 0 {
+		t.Fatalf("log: exit %d, %s", code, errOut)
+	}
+	if strings.ContainsAny(out, "\x1b\x07\t\u009b") || strings.Count(out, "\n") != 2 {
+		t.Errorf("log prints a control character raw:\n%q", out)
+	}
+	if !strings.Contains(out, `line1\nline2\t\x1b[31mred\u009b`) || !strings.Contains(out, `ev\x1b]0;t\ail`) {
+		t.Errorf("log:\n%s\nwant the actor and message escaped", out)
+	}
+}
