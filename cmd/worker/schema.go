@@ -37,6 +37,9 @@ func (c *schemaCmd) Run(_ context.Context, g *globals) error {
 		}
 		return tw.Flush()
 	}
+	if c.JSON {
+		return usageErr("--json lists the schemas; leave out %q, or --json to print it", c.Name)
+	}
 	name := c.Name
 	for _, n := range events.SchemaNames() {
 		if name == strings.TrimSuffix(n, ".v1.json") || name == strings.TrimSuffix(n, ".json") {
