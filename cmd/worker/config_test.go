@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rolecall/rolecall/bundle"
@@ -224,5 +225,18 @@ func TestConfigLogEscapesControlCharacters(t *testing.T) {
 	}
 	if !strings.Contains(out, `line1\nline2\t\x1b[31mred\u009b`) || !strings.Contains(out, `ev\x1b]0;t\ail`) {
 		t.Errorf("log:\n%s\nwant the actor and message escaped", out)
+	}
+}
+
+// TestConfigWithoutJetStreamSaysWhy: against a server without JetStream
+// the config commands and tail say what to check; they printed the
+// client's "no responders available for request" alone.
+func TestConfigWithoutJetStreamSaysWhy(t *testing.T) {
+	url := natstest.Start(t, func(o *server.Options) { o.JetStream = false }).ClientURL()
+	for _, args := range [][]string{{"config", "log"}, {"config", "push", "--root", filepath.Join("..", "..", "examples")}, {"config", "rollback"}, {"tail"}} {
+		_, errOut, code := configCLI(t, append(args, "--nats", url)...)
+		if code != 1 || !strings.Contains(errOut, "is JetStream enabled on the server") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
 	}
 }

@@ -329,7 +329,7 @@ func (c *tailCmd) Run(ctx context.Context, g *globals) error {
 		return fmt.Errorf("tail: no stream %s (a worker creates it when it starts; --stream names another)", c.Stream)
 	}
 	if err != nil {
-		return fmt.Errorf("tail %s: %w", c.Stream, err)
+		return noJetStream(fmt.Errorf("tail %s: %w", c.Stream, err))
 	}
 	// A filter outside the stream's subjects would wait forever in silence.
 	if subjects := st.CachedInfo().Config.Subjects; len(subjects) > 0 && !slices.ContainsFunc(subjects, func(s string) bool { return server.SubjectsCollide(filter, s) }) {
