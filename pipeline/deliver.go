@@ -120,6 +120,7 @@ func (w *Worker) deliver(ctx context.Context, d *delivery) {
 		})
 		switch {
 		case err != nil:
+			d.err = err
 			w.nak(ctx, d)
 			return
 		case rec.Seq != 0:

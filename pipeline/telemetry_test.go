@@ -1274,3 +1274,38 @@ func TestOutcomeTraceWithTracingOff(t *testing.T) {
 		})
 	}
 }
+
+// TestTraceLookupFault: a delivery whose idempotency look-up keeps failing
+// is nak'ed as a transient fault, and says so: its process span is Error
+// "transient: look-up: …" with an exception event, like a failed publish.
+func TestTraceLookupFault(t *testing.T) {
+	r := newTelRig(t, telConfig())
+	r.start(context.Background(), telSnapshot(t, nil), r.options())
+	// A first task shows the worker is running with its store; then the
+	// store goes away.
+	r.publish(taskMsg{data: `{"task_id":"T-warm","role":"critic"}`})
+	r.waitOutcomes(1)
+	ctx := context.Background()
+	if err := r.js.DeleteKeyValue(ctx, r.cfg.OutcomesBucket); err != nil {
+		t.Fatal(err)
+	}
+	r.publish(taskMsg{data: `{"task_id":"T-l","role":"critic"}`, header: traceparent(traceID(9), spanID(9))})
+	ts, _ := trees(t, byTrace(r.waitProcessSpans(2))[traceID(9)])
+	if len(ts) == 0 {
+		t.Fatal("no process span")
+	}
+	first := ts[0].proc
+	if _, err := pipeline.Ensure(ctx, r.js, r.cfg); err != nil {
+		t.Fatal(err)
+	}
+	r.waitOutcomes(2)
+	if got := first.Status(); got.Code != codes.Error || !strings.HasPrefix(got.Description, "transient: look-up: ") {
+		t.Errorf("first delivery status %v, want Error \"transient: look-up: …\"", got)
+	}
+	if ev := first.Events(); len(ev) != 1 || ev[0].Name != "exception" {
+		t.Errorf("first delivery events %v, want one exception", ev)
+	}
+	if got := attrs(first)[telemetry.AttrOutcome]; got != telemetry.OutcomeRetry {
+		t.Errorf("first delivery outcome %q, want retry", got)
+	}
+}
