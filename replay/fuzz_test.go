@@ -1,6 +1,7 @@
 package replay_test
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -12,10 +13,12 @@ import (
 )
 
 // FuzzReplayStored: whatever a specs stream holds, reading it and
-// replaying it never panics and gives one of the statuses; an outcome
-// that reads back equal under its own configuration is equal.
+// replaying it never panics and gives one of the statuses, the same one
+// twice; an equal outcome lists no changes, and an outcome the worker
+// decided under this configuration (a seed, byte for byte) is equal.
 func FuzzReplayStored(f *testing.F) {
 	snap := load(f, map[string]string{"packs/team.yaml": "roles:\n  tester:\n    model: t\n"})
+	decided := map[string]bool{}
 	for _, task := range []string{`{"task_id": "T-1", "role": "tester", "pack": "team"}`, `{"task_id": "T-2", "role": "ghost"}`} {
 		tk, ref, err := events.DecodeTaskData([]byte(task), events.DecodeOptions{})
 		if err != nil {
@@ -32,6 +35,7 @@ func FuzzReplayStored(f *testing.F) {
 			f.Fatal(err)
 		}
 		f.Add(body)
+		decided[string(body)] = true
 	}
 	f.Add([]byte(`{"specversion": "1.0", "id": "x", "source": "s", "type": "dev.rolecall.agentspec.failed.v1", "data": {"code": "role_unknown", "decision": {"task": {"task_id": "T", "role": "tester"}}}}`))
 	h := nats.Header{events.HeaderContentType: {events.ContentTypeCloudEventsJSON}}
@@ -48,6 +52,15 @@ func FuzzReplayStored(f *testing.F) {
 		}
 		if r.Changes == nil {
 			t.Fatal("changes is nil")
+		}
+		if r.Status == replay.StatusEqual && len(r.Changes) != 0 {
+			t.Fatalf("equal with changes %+v", r.Changes)
+		}
+		if decided[string(body)] && (r.Status != replay.StatusEqual || !r.SameConfig) {
+			t.Fatalf("an outcome decided under this configuration replays as %+v", r)
+		}
+		if again := replay.One(snap, so, nil); !reflect.DeepEqual(again, r) {
+			t.Fatalf("replayed twice: %+v, then %+v", r, again)
 		}
 	})
 }
