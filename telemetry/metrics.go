@@ -82,7 +82,7 @@ func NewInstruments(mp metric.MeterProvider) (*Instruments, error) {
 	}
 	var err error
 	if i.Tasks, err = m.Int64Counter(MetricTasks,
-		metric.WithDescription("Tasks finished, by outcome (resolved, failed, retry) and failure code."),
+		metric.WithDescription("Tasks finished, by outcome (resolved, failed, retry, duplicate) and failure code."),
 		metric.WithUnit("{task}")); err != nil {
 		return nil, fmt.Errorf("telemetry: %s: %w", MetricTasks, err)
 	}
