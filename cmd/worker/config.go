@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -43,7 +44,22 @@ type configWriteFlags struct {
 }
 
 func (f configWriteFlags) options(nc *nats.Conn) bundle.PushOptions {
-	return bundle.PushOptions{Actor: cmp.Or(f.Actor, os.Getenv("USER")), User: nc.Opts.User, Message: f.Message, ExpectRevision: f.ExpectRevision}
+	return bundle.PushOptions{Actor: cmp.Or(f.Actor, os.Getenv("USER")), User: natsUser(nc), Message: f.Message, ExpectRevision: f.ExpectRevision}
+}
+
+// natsUser is the user name the connection authenticated with: --user,
+// else the user of a server URL with user:password (a URL with a user
+// alone carries a token, which is no name to record).
+func natsUser(nc *nats.Conn) string {
+	if nc.Opts.User != "" {
+		return nc.Opts.User
+	}
+	if u, err := url.Parse(nc.ConnectedUrl()); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			return u.User.Username()
+		}
+	}
+	return ""
 }
 
 type configPushCmd struct {

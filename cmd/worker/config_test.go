@@ -240,3 +240,26 @@ func TestConfigWithoutJetStreamSaysWhy(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigPushRecordsTheURLUser: the record's user is the NATS user
+// also when it comes with the server URL (user:password@host); it was
+// left out. A token in the URL is not recorded.
+func TestConfigPushRecordsTheURLUser(t *testing.T) {
+	srv := natstest.Start(t, func(o *server.Options) { o.Username, o.Password = "ana", "s3cret" })
+	u := srv.ClientURL()
+	withUser := strings.Replace(u, "nats://", "nats://ana:s3cret@", 1)
+	out, errOut, code := configCLI(t, "config", "push", "--root", filepath.Join("..", "..", "examples"), "--nats", withUser, "--json")
+	if code != 0 {
+		t.Fatalf("push: exit %d, %s", code, errOut)
+	}
+	var rec bundle.Record
+	if err := json.Unmarshal([]byte(out), &rec); err != nil || rec.User != "ana" || strings.Contains(out, "s3cret") {
+		t.Errorf("record %s (%v), want user ana and no password", out, err)
+	}
+
+	tok := natstest.Start(t, func(o *server.Options) { o.Authorization = "tok3n" })
+	out, errOut, code = configCLI(t, "config", "push", "--root", filepath.Join("..", "..", "examples"), "--nats", strings.Replace(tok.ClientURL(), "nats://", "nats://tok3n@", 1), "--json")
+	if code != 0 || strings.Contains(out, "tok3n") {
+		t.Errorf("push with a token: exit %d, stdout %s, stderr %s; want no token in the record", code, out, errOut)
+	}
+}
