@@ -138,8 +138,14 @@ func TestComposedResolvesLikeFlat(t *testing.T) {
 		for _, role := range propRoles {
 			for _, task := range tasks {
 				req := discover.Request{Ref: resolve.RoleName(role), Pack: ptr("team"), Task: task}
-				ia, _ := a.Inputs(req)
-				ib, _ := b.Inputs(req)
+				ia, err := a.Inputs(req)
+				if err != nil {
+					t.Fatalf("composed inputs for %s: %v", role, err)
+				}
+				ib, err := b.Inputs(req)
+				if err != nil {
+					t.Fatalf("flat inputs for %s: %v", role, err)
+				}
 				sa, ea := resolve.Resolve(req.Ref, ia)
 				sb, eb := resolve.Resolve(req.Ref, ib)
 				if !reflect.DeepEqual(sa, sb) || fmt.Sprint(ea) != fmt.Sprint(eb) {
@@ -191,6 +197,9 @@ func TestComposeTwiceIsIdentical(t *testing.T) {
 		}
 		if fmt.Sprint(s1.PackErrors) != fmt.Sprint(s2.PackErrors) {
 			t.Fatalf("pack errors differ:\n%v\n%v", s1.PackErrors, s2.PackErrors)
+		}
+		if len(s1.Packs) != len(s2.Packs) {
+			t.Fatalf("%d packs, then %d", len(s1.Packs), len(s2.Packs))
 		}
 		for name, p1 := range s1.Packs {
 			p2 := s2.Packs[name]
