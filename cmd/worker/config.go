@@ -68,6 +68,9 @@ type configPushCmd struct {
 }
 
 func (c *configPushCmd) Run(ctx context.Context, g *globals) error {
+	if c.Replicas < 0 {
+		return usageErr("--replicas must not be negative (got %d)", c.Replicas)
+	}
 	a, err := bundle.Pack(g.Root)
 	if err != nil {
 		return configFailure(g, err, c.JSON)

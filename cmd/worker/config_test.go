@@ -263,3 +263,13 @@ func TestConfigPushRecordsTheURLUser(t *testing.T) {
 		t.Errorf("push with a token: exit %d, stdout %s, stderr %s; want no token in the record", code, out, errOut)
 	}
 }
+
+// TestConfigPushRefusesNegativeReplicas: --replicas -1 is a usage error
+// before anything is stored, as for worker run.
+func TestConfigPushRefusesNegativeReplicas(t *testing.T) {
+	url := natstest.Start(t).ClientURL()
+	_, errOut, code := configCLI(t, "config", "push", "--root", filepath.Join("..", "..", "examples"), "--nats", url, "--replicas=-1")
+	if code != 2 || !strings.Contains(errOut, "--replicas must not be negative") {
+		t.Errorf("exit %d, stderr %q; want 2", code, errOut)
+	}
+}
