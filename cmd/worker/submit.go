@@ -241,6 +241,15 @@ func (c *submitCmd) wait(ctx context.Context, g *globals, tasks []submission, ou
 	}
 	got := make([]*outcome, len(tasks))
 	next, failed := 0, false
+	missing := func() []string {
+		var m []string
+		for i := next; i < len(tasks); i++ {
+			if got[i] == nil {
+				m = append(m, tasks[i].from+" ("+c.Source+"/"+tasks[i].id+")")
+			}
+		}
+		return m
+	}
 	timeout := time.After(c.Timeout)
 	for next < len(tasks) {
 		select {
@@ -267,16 +276,13 @@ func (c *submitCmd) wait(ctx context.Context, g *globals, tasks []submission, ou
 				next++
 			}
 		case <-timeout:
-			var missing []string
-			for i, ev := range got {
-				if ev == nil {
-					missing = append(missing, tasks[i].from+" ("+c.Source+"/"+tasks[i].id+")")
-				}
-			}
+			missing := missing()
 			return fmt.Errorf("no outcome within %s for %d of %d tasks: %s (is a worker running? worker tail shows outcomes as they arrive)",
 				c.Timeout, len(missing), len(tasks), strings.Join(missing, ", "))
 		case <-ctx.Done():
-			return ctx.Err()
+			missing := missing()
+			return fmt.Errorf("interrupted: no outcome yet for %d of %d tasks: %s (the tasks were published; worker tail shows outcomes as they arrive)",
+				len(missing), len(tasks), strings.Join(missing, ", "))
 		}
 	}
 	if failed {

@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/rolecall/rolecall/internal/natstest"
 	"github.com/rolecall/rolecall/pipeline"
@@ -120,5 +124,19 @@ func TestSubmitRefusesSubjectsNotLiteral(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr.String(), "is not a literal NATS subject") {
 			t.Errorf("%s: exit %d, stderr %q; want 2 and the reason", flag, code, stderr.String())
 		}
+	}
+}
+
+// TestSubmitWaitInterruptedNamesMissingOutcomes: an interrupted --wait
+// names the tasks without an outcome, as a timeout does; it printed
+// "context canceled".
+func TestSubmitWaitInterruptedNamesMissingOutcomes(t *testing.T) {
+	c := &submitCmd{Source: "src", Timeout: time.Minute}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := c.wait(ctx, &globals{stdout: io.Discard}, []submission{{from: "a.json", id: "1"}}, make(chan *nats.Msg))
+	want := "interrupted: no outcome yet for 1 of 1 tasks: a.json (src/1) (the tasks were published; worker tail shows outcomes as they arrive)"
+	if err == nil || err.Error() != want {
+		t.Errorf("err %v, want %s", err, want)
 	}
 }
