@@ -32,6 +32,9 @@ func TestPackTasks(t *testing.T) {
 			enc[i] = encodedTask{kind: Kind(i % int(numKinds)), id: id, outID: "out-" + id, header: h, body: body}
 		}
 		tasks := packTasks(enc)
+		if len(tasks) != len(enc) {
+			t.Fatalf("binary %v: %d packed tasks from %d encoded", binary, len(tasks), len(enc))
+		}
 		for i, tk := range tasks {
 			e := enc[i]
 			if tk.kind != e.kind || tk.id != e.id || tk.outID != e.outID || !bytes.Equal(tk.body, e.body) || !maps.EqualFunc(tk.header(), e.header, slices.Equal) {
