@@ -337,9 +337,10 @@ func (c *tailCmd) Run(ctx context.Context, g *globals) error {
 	if err != nil {
 		return noJetStream(fmt.Errorf("tail %s: %w", c.Stream, err))
 	}
-	// A filter outside the stream's subjects would wait forever in silence.
-	if subjects := st.CachedInfo().Config.Subjects; len(subjects) > 0 && !slices.ContainsFunc(subjects, func(s string) bool { return server.SubjectsCollide(filter, s) }) {
-		return usageErr("--subject %s: stream %s holds only %s", filter, c.Stream, strings.Join(subjects, ", "))
+	// A filter outside the stream's subjects would wait forever in silence
+	// (a stream that sources others may hold any subject).
+	if sc := st.CachedInfo().Config; len(sc.Sources) == 0 && sc.Mirror == nil && len(sc.Subjects) > 0 && !slices.ContainsFunc(sc.Subjects, func(s string) bool { return server.SubjectsCollide(filter, s) }) {
+		return usageErr("--subject %s: stream %s holds only %s", filter, c.Stream, strings.Join(sc.Subjects, ", "))
 	}
 	cons, err := st.OrderedConsumer(ctx, cfg)
 	if err != nil {

@@ -141,3 +141,24 @@ func TestSubmitWaitPrintsNoControlCharacters(t *testing.T) {
 		t.Errorf("err %v, stdout %q; want the outcome refused", err, stdout.String())
 	}
 }
+
+// TestTailOnASourcingStream: a stream that sources others may hold any
+// subject, so a filter outside its own subjects is not refused.
+func TestTailOnASourcingStream(t *testing.T) {
+	srv := natstest.Start(t)
+	js := natstest.JetStream(t, natstest.Connect(t, srv))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := pipeline.Ensure(ctx, js, pipeline.DefaultConfig()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "AGG", Subjects: []string{"agg.>"}, Sources: []*jetstream.StreamSource{{Name: pipeline.DefaultConfig().SpecsStream}}}); err != nil {
+		t.Fatal(err)
+	}
+	publishOutcome(t, js, "rc-ok", []byte(`{"a":"ok"}`))
+	var stdout, stderr syncBuffer
+	code := runContext(ctx, []string{"tail", "--nats", srv.ClientURL(), "--stream", "AGG", "--from-start", "--count", "1"}, strings.NewReader(""), &stdout, &stderr)
+	if code != 0 || !strings.Contains(stdout.String(), `"id":"rc-ok"`) {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}
