@@ -82,6 +82,11 @@ func TestHostileEvents(t *testing.T) {
 			t.Fatalf("the worker exited after the %s batch: %v", cat, w.state)
 		}
 	}
+	// An empty manifest, or one that lost every entry of one kind, would
+	// pass the loop above without checking anything of that kind.
+	if failures == 0 || resolved == 0 {
+		t.Errorf("%d corpus entries checked as typed failures and %d as resolved: want both", failures, resolved)
+	}
 	hwmEnd := w.statusKB("VmHWM")
 	if extra := c.specsCount() - int(stored); extra != 0 {
 		t.Errorf("%d more outcomes than events: something was answered twice", extra)
