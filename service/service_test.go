@@ -253,8 +253,8 @@ func TestDiscoveryAndEndpoints(t *testing.T) {
 	// validate and config.
 	var val service.ValidateReply
 	wantOK(t, "validate", call("validate", []byte(`{}`), nil), &val)
-	if val.OK != (len(val.Problems) == 0) || val.Config.Digest != snap.Digest {
-		t.Fatalf("validate: %+v", val)
+	if !val.OK || len(val.Problems) != 0 || val.Config.Digest != snap.Digest {
+		t.Fatalf("validate of the examples: %+v, want ok with no problems", val)
 	}
 	wantErr(t, "validate with a member", call("validate", []byte(`{"strict":true}`), nil), "400", "request_invalid")
 	var cfg struct {
@@ -451,6 +451,29 @@ func TestReregistersOnConfigChange(t *testing.T) {
 	wantOK(t, "config", h.request("config", nil, nil), &cfg)
 	if cfg.Digest != newDigest {
 		t.Fatalf("config digest %s, want %s", cfg.Digest, newDigest)
+	}
+}
+
+// TestValidateReportsProblems: validate over a root that loads with a
+// problem (a pack default Mode not in the catalog) answers not ok and
+// lists the problem where it is.
+func TestValidateReportsProblems(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "packs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pack := "roles:\n  analyst:\n    model: m\n    default_modes: [evidential, telepathic]\n"
+	if err := os.WriteFile(filepath.Join(root, "packs", "team.yaml"), []byte(pack), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, root, service.Options{})
+	var val service.ValidateReply
+	wantOK(t, "validate", h.request("validate", nil, nil), &val)
+	if val.OK || len(val.Problems) != 1 {
+		t.Fatalf("validate: %+v, want not ok with one problem", val)
+	}
+	if p := val.Problems[0]; p.File != "packs/team.yaml" || p.Line != 4 || p.Code != "pack_default_invalid" || !strings.Contains(p.Message, `"telepathic"`) {
+		t.Errorf("problem %+v, want pack_default_invalid at packs/team.yaml:4 naming telepathic", p)
 	}
 }
 
