@@ -32,6 +32,9 @@ func TestCompare(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := audit.Compare(c.ev, c.so)
+			if (d == nil) != (c.want == nil) {
+				t.Fatalf("drift %+v, want one only when a field differs (%v)", d, c.want)
+			}
 			var got []string
 			if d != nil {
 				if d.Code != nil || d.DecisionID != "rc-1" || d.AllocationID != "a" {
