@@ -1,16 +1,13 @@
 package audit
 
 import (
-	"bytes"
-	"maps"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/nats-io/nats.go"
 
+	"github.com/rolecall/rolecall/events"
 	"github.com/rolecall/rolecall/internal/coded"
 )
 
@@ -71,35 +68,15 @@ func DecodeAllocated(h nats.Header, body []byte) (AllocatedEvent, error) {
 	if len(body) > maxBody {
 		return ev, invalid("the event is %d bytes, over %d", len(body), maxBody)
 	}
-	var (
-		spec, typ string
-		data      jsontext.Value
-	)
-	if ce := ceHeaders(h); ce["specversion"] != "" {
-		spec, typ, ev.ID, ev.Source, data = ce["specversion"], ce["type"], ce["id"], ce["source"], body
-	} else {
-		var env struct {
-			SpecVersion string         `json:"specversion"`
-			ID          string         `json:"id"`
-			Source      string         `json:"source"`
-			Type        string         `json:"type"`
-			Data        jsontext.Value `json:"data"`
-		}
-		if err := json.Unmarshal(body, &env); err != nil {
-			return ev, invalid("not a CloudEvents JSON event: %v", err)
-		}
-		spec, typ, ev.ID, ev.Source, data = env.SpecVersion, env.Type, env.ID, env.Source, env.Data
+	e, err := events.DecodeEvent(h, body, TypeAllocated)
+	if err != nil {
+		return ev, invalid("%v", err)
 	}
-	switch {
-	case spec != "1.0":
-		return ev, invalid("specversion %q is not 1.0", spec)
-	case typ != TypeAllocated:
-		return ev, invalid("type %q is not %s", typ, TypeAllocated)
-	case !text(ev.ID, maxIDLen) || !text(ev.Source, maxIDLen):
+	ev.ID, ev.Source = e.ID(), e.Source()
+	if !text(ev.ID, maxIDLen) || !text(ev.Source, maxIDLen) {
 		return ev, invalid("id and source must be non-empty printable strings of at most %d bytes", maxIDLen)
-	case len(bytes.TrimSpace(data)) == 0:
-		return ev, invalid("the event has no data")
 	}
+	data := e.Data()
 	if err := json.Unmarshal(data, &ev.Data); err != nil {
 		return ev, invalid("data: %v", err)
 	}
@@ -116,21 +93,6 @@ func DecodeAllocated(h nats.Header, body []byte) (AllocatedEvent, error) {
 		}
 	}
 	return ev, nil
-}
-
-// ceHeaders are the ce- headers of a binary-mode event by attribute name,
-// whatever the case of the header name, as the worker reads a task's; of
-// two spellings of one attribute, the first in byte order.
-func ceHeaders(h nats.Header) map[string]string {
-	out := map[string]string{}
-	keys := slices.Sorted(maps.Keys(h))
-	for _, k := range keys {
-		name, ok := strings.CutPrefix(strings.ToLower(k), "ce-")
-		if _, seen := out[name]; ok && !seen && len(h[k]) > 0 {
-			out[name] = h[k][0]
-		}
-	}
-	return out
 }
 
 // text reports a non-empty string of printable ASCII of at most n bytes.

@@ -64,15 +64,22 @@ func DecodeTask(header nats.Header, body []byte, opts DecodeOptions) (Incoming, 
 }
 
 // DecodeOutcome decodes an outcome event (resolved or failed) in either
-// content mode, for `worker tail`, `submit --wait` and tests. The data is
-// copied; decode it with DecodeResolvedData or DecodeFailureData.
+// content mode, for `worker tail`, `submit --wait` and tests. Decode its
+// data with DecodeResolvedData or DecodeFailureData.
 func DecodeOutcome(header nats.Header, body []byte) (event.Event, error) {
+	return DecodeEvent(header, body, TypeSpecResolved, TypeSpecFailed)
+}
+
+// DecodeEvent decodes an event of one of types, with data, in either
+// content mode, checking its envelope as a task's is checked. The data is
+// copied; it is not decoded.
+func DecodeEvent(header nats.Header, body []byte, types ...string) (event.Event, error) {
 	env, err := readEnvelope(header, body)
 	if err == nil {
-		err = env.check(TypeSpecResolved, TypeSpecFailed)
+		err = env.check(types...)
 	}
 	if err == nil && !env.hasData {
-		err = eventInvalid("data", ReasonMissing, "the outcome event has no data")
+		err = eventInvalid("data", ReasonMissing, "the event has no data")
 	}
 	if err != nil {
 		return event.Event{}, err
