@@ -788,7 +788,10 @@ func TestPropertyAdapter(t *testing.T) {
 			t.Fatalf("Materialize: %v", err)
 		}
 		wantMsg := spec.PromptBody
-		if spec.LionSystem {
+		switch {
+		case spec.LionSystem && spec.PromptBody == "":
+			wantMsg = "PREAMBLE"
+		case spec.LionSystem:
 			wantMsg = "PREAMBLE\n\n" + spec.PromptBody
 		}
 		if m.SystemMessage != wantMsg {
