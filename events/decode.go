@@ -5,6 +5,7 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/nats-io/nats.go"
 	"github.com/rolecall/rolecall/resolve"
 )
@@ -78,8 +79,14 @@ func DecodeEvent(header nats.Header, body []byte, types ...string) (event.Event,
 	if err == nil {
 		err = env.check(types...)
 	}
-	if err == nil && !env.hasData {
+	switch {
+	case err != nil:
+	case !env.hasData:
 		err = eventInvalid("data", ReasonMissing, "the event has no data")
+	case !jsontext.Value(env.data).IsValid():
+		// Every event read here carries JSON data (check requires
+		// application/json); binary mode would let anything through.
+		err = eventInvalid("data", ReasonInvalidValue, "data is not valid JSON")
 	}
 	if err != nil {
 		return event.Event{}, err

@@ -361,6 +361,14 @@ func TestDecodeOutcomeRejects(t *testing.T) {
 	if _, err := events.DecodeResolvedData(e); err == nil {
 		t.Error("DecodeResolvedData accepted a failure event")
 	}
+
+	// Binary data that is not JSON (a raw terminal escape, invalid UTF-8,
+	// a cut-short object) is refused here, not by each reader later.
+	for _, data := range []string{"\x1b[2J", `{"task_id":"T"`, "{\"a\":\"\xff\"}"} {
+		_, err = events.DecodeOutcome(nats.Header{"ce-specversion": {"1.0"}, "ce-id": {"x"}, "ce-source": {"s"},
+			"ce-type": {events.TypeSpecFailed}}, []byte(data))
+		wantDecodeError(t, err, resolve.CodeEventInvalid, "data", events.ReasonInvalidValue)
+	}
 }
 
 func TestValidateSource(t *testing.T) {
