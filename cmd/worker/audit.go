@@ -44,7 +44,7 @@ func (f auditFlags) startAudit(ctx context.Context, js jetstream.JetStream, cfg 
 			}
 			if err != nil {
 				if !warned {
-					log.Warn("audit: drift check cannot start yet; retrying", "error", err)
+					log.Warn("audit: drift check cannot start yet; retrying", "error", noJetStream(err))
 					warned = true
 				}
 				select {

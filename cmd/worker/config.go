@@ -192,17 +192,9 @@ func openBundles(ctx context.Context, g *globals, f natsFlags, o bundle.StoreOpt
 	s, err := bundle.Open(ctx, js, o)
 	if err != nil {
 		nc.Close()
-		return nil, nil, noJetStream(err)
+		return nil, nil, err
 	}
 	return s, nc, nil
-}
-
-// noJetStream says what a JetStream request that no one answered means.
-func noJetStream(err error) error {
-	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
-		return fmt.Errorf("%w (is JetStream enabled on the server, for this account?)", err)
-	}
-	return err
 }
 
 // configFailure prints a bundle error: each configuration problem on its

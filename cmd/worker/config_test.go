@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
@@ -228,15 +229,33 @@ func TestConfigLogEscapesControlCharacters(t *testing.T) {
 	}
 }
 
-// TestConfigWithoutJetStreamSaysWhy: against a server without JetStream
-// the config commands and tail say what to check; they printed the
-// client's "no responders available for request" alone.
-func TestConfigWithoutJetStreamSaysWhy(t *testing.T) {
+// TestWithoutJetStreamSaysWhy: against a server without JetStream every
+// command that uses it says what to check; only the config commands and
+// tail did, the others printed the client's "no responders available for
+// request" (or "no response from stream") alone.
+func TestWithoutJetStreamSaysWhy(t *testing.T) {
 	url := natstest.Start(t, func(o *server.Options) { o.JetStream = false }).ClientURL()
-	for _, args := range [][]string{{"config", "log"}, {"config", "push", "--root", filepath.Join("..", "..", "examples")}, {"config", "rollback"}, {"tail"}} {
-		_, errOut, code := configCLI(t, append(args, "--nats", url)...)
-		if code != 1 || !strings.Contains(errOut, "is JetStream enabled on the server") {
-			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+	examples := filepath.Join("..", "..", "examples")
+	task := filepath.Join(examples, "tasks", "incident.json")
+	for _, args := range [][]string{
+		{"config", "log"}, {"config", "push", "--root", examples}, {"config", "rollback"}, {"tail"},
+		{"submit", task}, {"submit", "--wait", task},
+		{"replay", "--root", examples}, {"replay", "--root", examples, "--from-bundle"},
+		{"explain", "--root", examples, "--id", "x"}, {"explain", "--root", examples, "--task", "src", "x"},
+		{"run", "--root", examples, "--service=false"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		var stdout, stderr syncBuffer
+		code := runContext(ctx, append(args, "--nats", url), strings.NewReader(""), &stdout, &stderr)
+		cancel()
+		if code == 0 || !strings.HasSuffix(stderr.String(), "(is JetStream enabled on the server, for this account?)\n") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, stderr.String())
+		}
+		// The drift check's warning, when it comes, says it too.
+		for line := range strings.Lines(stderr.String()) {
+			if strings.Contains(line, "no responders") && !strings.Contains(line, "is JetStream enabled") {
+				t.Errorf("%v: %s", args, line)
+			}
 		}
 	}
 }

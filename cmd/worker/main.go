@@ -147,11 +147,11 @@ func runContext(ctx context.Context, args []string, stdin io.Reader, stdout, std
 			return 0
 		case errors.As(err, &ee):
 			if ee.err != nil {
-				fmt.Fprintln(stderr, "worker:", ee.err)
+				fmt.Fprintln(stderr, "worker:", noJetStream(ee.err))
 			}
 			return ee.code
 		default:
-			fmt.Fprintln(stderr, "worker:", err)
+			fmt.Fprintln(stderr, "worker:", noJetStream(err))
 			return 1
 		}
 	}()

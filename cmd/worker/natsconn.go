@@ -125,6 +125,16 @@ func (f natsFlags) connectJS(name string, log *slog.Logger, extra ...nats.Option
 	return nc, js, nil
 }
 
+// noJetStream says what a JetStream request that no one answered means.
+// runContext applies it to every command's error.
+func noJetStream(err error) error {
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return fmt.Errorf("%w (is JetStream enabled on the server, for this account?)", err)
+	}
+	return err
+}
+
 // slowConsumerEvery is how often at most a slow consumer is logged.
 const slowConsumerEvery = 10 * time.Second
 

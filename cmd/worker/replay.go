@@ -75,7 +75,7 @@ func (c *replayCmd) Run(ctx context.Context, g *globals) error {
 		if opt.Revisions == nil {
 			st, err := bundle.Open(ctx, js, bundle.StoreOptions{})
 			if err != nil {
-				return cannot(&replay.Error{Code: replay.CodeConfigUnavailable, Message: "bundle store: " + err.Error(), Details: map[string]any{}})
+				return cannot(&replay.Error{Code: replay.CodeConfigUnavailable, Message: "bundle store: " + noJetStream(err).Error(), Details: map[string]any{}})
 			}
 			opt.Revisions = st.LoadRevision
 		}

@@ -335,7 +335,7 @@ func (c *tailCmd) Run(ctx context.Context, g *globals) error {
 		return fmt.Errorf("tail: no stream %s (a worker creates it when it starts; --stream names another)", c.Stream)
 	}
 	if err != nil {
-		return noJetStream(fmt.Errorf("tail %s: %w", c.Stream, err))
+		return fmt.Errorf("tail %s: %w", c.Stream, err)
 	}
 	// A filter outside the stream's subjects would wait forever in silence
 	// (a stream that sources others may hold any subject).
