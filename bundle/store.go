@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -431,7 +432,12 @@ func (s *Store) Archive(ctx context.Context, rec Record) (*Archive, error) {
 	if info.Size > MaxArchiveSize {
 		return nil, &Error{Code: CodeTooLarge, Revision: rec.Revision, Message: fmt.Sprintf("the archive is %d bytes, more than the %d-byte limit", info.Size, MaxArchiveSize)}
 	}
-	data, err := s.obj.GetBytes(ctx, rec.Digest)
+	// The chunks may hold more than the size recorded: the read stops one
+	// byte past the limit.
+	data, err := s.readObject(ctx, rec.Digest)
+	if err == nil && len(data) > MaxArchiveSize {
+		return nil, &Error{Code: CodeTooLarge, Revision: rec.Revision, Message: fmt.Sprintf("the archive holds more than the %d-byte limit (its recorded size is %d bytes)", MaxArchiveSize, info.Size)}
+	}
 	if errors.Is(err, jetstream.ErrDigestMismatch) {
 		return nil, &Error{Code: CodeDigestMismatch, Revision: rec.Revision, Message: "the object store's checksum of the archive does not match"}
 	}
@@ -444,6 +450,16 @@ func (s *Store) Archive(ctx context.Context, rec Record) (*Archive, error) {
 		be.Revision = rec.Revision
 	}
 	return a, err
+}
+
+// readObject reads the object name, at most MaxArchiveSize+1 bytes.
+func (s *Store) readObject(ctx context.Context, name string) ([]byte, error) {
+	r, err := s.obj.Get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(io.LimitReader(r, MaxArchiveSize+1))
 }
 
 // Load fetches rec's bundle and loads it as a snapshot citing rec's

@@ -494,3 +494,41 @@ func TestWatchCurrentDeleted(t *testing.T) {
 		})
 	}
 }
+
+// TestArchiveReadIsBounded: an archive whose chunks hold more than its
+// recorded size (chunks published after it under its NUID) is read no
+// further than MaxArchiveSize and refused as bundle_too_large; it was read
+// whole into memory, however large, before any limit was checked.
+func TestArchiveReadIsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes more than MaxArchiveSize to the object store")
+	}
+	ctx := context.Background()
+	s, js := openStore(t)
+	r1, err := s.Push(ctx, pack(t, exampleRoot(t)), bundle.PushOptions{Actor: "ana"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := js.ObjectStore(ctx, bundle.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := obj.GetInfo(ctx, r1.Record.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 512<<10)
+	for range bundle.MaxArchiveSize/len(chunk) + 1 {
+		if _, err := js.PublishAsync("$O."+bundle.Bucket+".C."+info.NUID, chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		t.Fatal("chunks not acknowledged within a minute")
+	}
+	if a, err := s.Archive(ctx, r1.Record); !errors.Is(err, &bundle.Error{Code: bundle.CodeTooLarge}) {
+		t.Fatalf("archive with chunks beyond its size: %v, %v; want bundle_too_large", a != nil, err)
+	}
+}
