@@ -226,9 +226,13 @@ func bundleOptions() discover.Options {
 	return discover.Options{LookupEnv: func(string) (string, bool) { return "", false }}
 }
 
-// loadArchive loads a bundle through discover's loader and refuses the
-// keys only local configuration may hold.
+// loadArchive loads a bundle through discover's loader and refuses an
+// empty bundle and the keys only local configuration may hold.
 func loadArchive(a *Archive, rev uint64) (*discover.Snapshot, error) {
+	if len(a.FS.files) == 0 {
+		// The loader would serve the defaults: a fleet with no packs.
+		return nil, &Error{Code: CodeInvalid, Revision: rev, Message: "the bundle holds no file: an empty config root (dot-entries are not packed) is no configuration"}
+	}
 	snap, err := discover.LoadFS(a.FS, discover.Location{Root: "nats:" + Bucket, Source: discover.ConfigFromNATS, Revision: rev}, bundleOptions())
 	if err != nil {
 		var de *discover.Error

@@ -532,3 +532,28 @@ func TestArchiveReadIsBounded(t *testing.T) {
 		t.Fatalf("archive with chunks beyond its size: %v, %v; want bundle_too_large", a != nil, err)
 	}
 }
+
+// TestPushEmptyRoot: a config root with no file (or only dot-entries,
+// which are not packed) is bundle_invalid; push stored a bundle of 0
+// files, which every worker would have served as an empty configuration.
+func TestPushEmptyRoot(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openStore(t)
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := pack(t, root)
+	if _, err := bundle.Check(a); !errors.Is(err, &bundle.Error{Code: bundle.CodeInvalid}) {
+		t.Fatalf("check of an empty root: %v", err)
+	}
+	if res, err := s.Push(ctx, a, bundle.PushOptions{Actor: "ana"}); !errors.Is(err, &bundle.Error{Code: bundle.CodeInvalid}) {
+		t.Fatalf("push of an empty root: %+v, %v", res, err)
+	}
+	if log, err := s.Log(ctx); err != nil || len(log) != 0 {
+		t.Fatalf("log after the refused push: %+v, %v", log, err)
+	}
+}
