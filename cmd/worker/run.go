@@ -257,18 +257,32 @@ func parseHorizon(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// checkNumbers refuses a negative count or duration, which used to be
-// ignored without a word (the default served instead), and a drain
-// timeout that is not positive, which failed every stop at once.
+// checkNumbers refuses, before anything starts, a negative count or
+// duration, which used to be ignored without a word (the default served
+// instead), a drain timeout that is not positive, which failed every stop
+// at once, more than 5 replicas and an --http address that does not parse.
 func (c *runCmd) checkNumbers() error {
 	if c.DrainTimeout <= 0 {
 		return usageErr("--drain-timeout %s: must be positive", c.DrainTimeout)
+	}
+	if c.Replicas > 5 {
+		return usageErr("--replicas %d: must be between 1 and 5 (0 or unset: the default)", c.Replicas)
+	}
+	if c.HTTP != "" {
+		_, port, err := net.SplitHostPort(c.HTTP)
+		if err == nil {
+			_, err = net.LookupPort("tcp", port)
+		}
+		if err != nil {
+			return usageErr("--http %q: %v", c.HTTP, err)
+		}
 	}
 	for _, f := range []struct {
 		name string
 		v    int64
 	}{
 		{"--concurrency", int64(c.Concurrency)},
+		{"--service-concurrency", int64(c.ServiceConcurrency)},
 		{"--replicas", int64(c.Replicas)},
 		{"--max-deliver", int64(c.MaxDeliver)},
 		{"--ack-wait", int64(c.AckWait)},

@@ -223,17 +223,19 @@ func TestMetricsAnswerWithinOneSecondWhileBrokerDown(t *testing.T) {
 }
 
 // TestRunRefusesBadNumbers: a negative count or duration, a drain
-// timeout that is not positive, and a subject prefix that is not a
-// literal subject, are usage errors (exit 2) before the
-// worker opens a store or a connection; they used to be ignored, or to
-// fail every stop at once (the drain timeout), or to fail after the
-// embedded server had started (the prefix).
+// timeout that is not positive, more than 5 replicas, an --http address
+// that does not parse and a subject prefix that is not a literal subject
+// are usage errors (exit 2) before the worker opens a store or a
+// connection; they used to be ignored, or to fail every stop at once (the
+// drain timeout), or to fail after the embedded server had started (the
+// prefix, --service-concurrency, --replicas, --http).
 func TestRunRefusesBadNumbers(t *testing.T) {
 	for _, flag := range []string{
 		"--drain-timeout=0s", "--drain-timeout=-1s",
 		"--concurrency=-1", "--replicas=-1", "--max-deliver=-2",
 		"--ack-wait=-1s", "--retry-for=-1s", "--reload-interval=-5s",
 		"--prefix=a b", "--prefix=x.>", "--prefix=a..b",
+		"--service-concurrency=-1", "--replicas=6", "--http=8080", "--http=:99999", "--http=:no-such-port",
 	} {
 		t.Run(flag, func(t *testing.T) {
 			store := filepath.Join(t.TempDir(), "store")

@@ -20,9 +20,6 @@ type serviceFlags struct {
 // returned function stops it (answering what it has received) and closes
 // the connection.
 func (c *runCmd) startService(nf natsFlags, instance string, src service.SnapshotSource, cfg pipeline.Config, log *slog.Logger) (func(), error) {
-	if c.ServiceConcurrency < 0 {
-		return nil, usageErr("--service-concurrency must not be negative")
-	}
 	// explain looks recorded outcomes up through the service's own
 	// connection too.
 	closed := make(chan struct{})
