@@ -61,6 +61,28 @@ type Record struct {
 	Time       time.Time `json:"time"`
 	Files      int       `json:"files"`
 	Size       int       `json:"size"`
+	// Error is set on an entry of Log whose record cannot be read
+	// (CodeMalformed): the entry has only Revision (from its key) and
+	// Error, and the other entries are listed as usual. It is never
+	// stored: a value that holds it is no record.
+	Error *Error `json:"-"`
+}
+
+// MarshalJSON writes a Log entry with an Error as its revision and error
+// alone ({"revision", "error": {"code", "message"}}).
+func (r Record) MarshalJSON() ([]byte, error) {
+	type plain Record
+	if r.Error == nil {
+		return json.Marshal(plain(r))
+	}
+	type entryError struct {
+		Code    Code   `json:"code"`
+		Message string `json:"message"`
+	}
+	return json.Marshal(struct {
+		Revision uint64     `json:"revision"`
+		Error    entryError `json:"error"`
+	}{r.Revision, entryError{r.Error.Code, r.Error.Error()}})
 }
 
 // decodeRecord decodes strictly: unknown members, a member twice, a
@@ -361,24 +383,50 @@ func (s *Store) Log(ctx context.Context) ([]Record, error) {
 	}
 	var out []Record
 	for k := range lister.Keys() {
-		r, err := s.history(ctx, strings.TrimPrefix(k, HistoryPrefix))
+		r, err := listed(s.history(ctx, strings.TrimPrefix(k, HistoryPrefix)))
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, r)
 	}
 	// current is written before its history record: a push that died in
-	// between still shows in the log.
-	if cur, err := s.Current(ctx); err == nil && !slices.ContainsFunc(out, func(r Record) bool { return r.Revision == cur.Revision }) {
+	// between still shows in the log, and so does a value there that is
+	// no record (every worker refuses it).
+	if cur, err := listed(s.Current(ctx)); err == nil && !slices.ContainsFunc(out, func(r Record) bool { return r.Revision == cur.Revision }) {
 		out = append(out, cur)
 	}
 	slices.SortFunc(out, func(a, b Record) int { return cmp.Compare(b.Revision, a.Revision) })
 	return out, nil
 }
 
-// history is the record of the history key of revision rev.
+// listed is a Log entry: a record that cannot be read is listed at its
+// revision with its error, so it hides neither the rest of the log nor
+// itself.
+func listed(r Record, err error) (Record, error) {
+	var be *Error
+	if errors.As(err, &be) && be.Code == CodeMalformed {
+		return Record{Revision: be.Revision, Error: be}, nil
+	}
+	return r, err
+}
+
+// history is the record of the history key of revision rev. A record
+// that does not decode, or is another revision's, is CodeMalformed about
+// revision rev.
 func (s *Store) history(ctx context.Context, rev string) (Record, error) {
-	return s.record(ctx, HistoryPrefix+rev, "no revision "+rev+" in the history")
+	key := HistoryPrefix + rev
+	n, perr := strconv.ParseUint(rev, 10, 64)
+	r, err := s.record(ctx, key, "no revision "+rev+" in the history")
+	var be *Error
+	switch {
+	case perr != nil:
+		return r, errf(CodeMalformed, key, "the key names no revision")
+	case errors.As(err, &be) && be.Code == CodeMalformed:
+		be.Path, be.Revision = key, n
+	case err == nil && r.Revision != n:
+		return r, &Error{Code: CodeMalformed, Path: key, Revision: n, Message: fmt.Sprintf("holds the record of revision %d", r.Revision)}
+	}
+	return r, err
 }
 
 // Revision is the history record of revision rev.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -555,5 +556,87 @@ func TestPushEmptyRoot(t *testing.T) {
 	}
 	if log, err := s.Log(ctx); err != nil || len(log) != 0 {
 		t.Fatalf("log after the refused push: %+v, %v", log, err)
+	}
+}
+
+// TestLogMalformedRecord: a history record that cannot be read (it does
+// not decode, it is another revision's, its key names no revision), or a
+// value at current that is no record, is listed at its revision with a
+// bundle_malformed error; the other revisions are listed as usual. One
+// such record made the whole log fail.
+func TestLogMalformedRecord(t *testing.T) {
+	ctx := context.Background()
+	s, js := openStore(t)
+	root := exampleRoot(t)
+	var revs []uint64
+	models := []string{"claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5"}
+	for i, model := range models {
+		if i > 0 {
+			edit(t, root, "rolecall.yaml", "model: "+models[i-1], "model: "+model)
+		}
+		res, err := s.Push(ctx, pack(t, root), bundle.PushOptions{Actor: "ana", Message: model})
+		if err != nil {
+			t.Fatal(err)
+		}
+		revs = append(revs, res.Record.Revision)
+	}
+	kv, err := js.KeyValue(ctx, bundle.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(n uint64) string { return bundle.HistoryPrefix + strconv.FormatUint(n, 10) }
+	if _, err := kv.PutString(ctx, key(revs[1]), "garbage"); err != nil {
+		t.Fatal(err)
+	}
+	// The record of revs[0] copied under the key of revs[2].
+	first, err := kv.Get(ctx, key(revs[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, key(revs[2]), first.Value()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.PutString(ctx, bundle.HistoryPrefix+"x", "{}"); err != nil {
+		t.Fatal(err)
+	}
+	bad, err := kv.PutString(ctx, bundle.KeyCurrent, `{"colour":"red"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	log, err := s.Log(ctx)
+	if err != nil {
+		t.Fatalf("log: %v", err)
+	}
+	want := []struct {
+		rev uint64
+		bad bool
+	}{{bad, true}, {revs[2], true}, {revs[1], true}, {revs[0], false}, {0, true}}
+	if len(log) != len(want) {
+		t.Fatalf("log: %d entries, want %d: %+v", len(log), len(want), log)
+	}
+	for i, w := range want {
+		e := log[i]
+		if e.Revision != w.rev || (e.Error != nil) != w.bad {
+			t.Errorf("entry %d: revision %d, error %v; want revision %d, error %v", i, e.Revision, e.Error, w.rev, w.bad)
+			continue
+		}
+		if !w.bad {
+			if e.Message != models[0] || e.Digest == "" {
+				t.Errorf("entry %d: %+v", i, e)
+			}
+			continue
+		}
+		if !errors.Is(e.Error, &bundle.Error{Code: bundle.CodeMalformed}) || e.Error.Revision != w.rev || e.Digest != "" {
+			t.Errorf("entry %d: %+v, error %+v", i, e, e.Error)
+		}
+		var got map[string]any
+		if data, err := json.Marshal(e); err != nil || json.Unmarshal(data, &got) != nil || len(got) != 2 || got["error"].(map[string]any)["code"] != "bundle_malformed" {
+			t.Errorf("entry %d as JSON: %v, %v", i, got, err)
+		}
+	}
+	// Rollback to a revision whose record cannot be read says so.
+	if _, err := s.Rollback(ctx, revs[1], bundle.PushOptions{}); !errors.Is(err, &bundle.Error{Code: bundle.CodeMalformed}) || err.(*bundle.Error).Revision != revs[1] {
+		t.Fatalf("rollback to a malformed record: %v", err)
 	}
 }
