@@ -156,6 +156,20 @@ func bind[B, C any](ctx context.Context, create bool, name string,
 	return b, err
 }
 
+// created is when the KV bucket was made: one deleted and made again
+// under its name is another.
+func (s *Store) created(ctx context.Context) (time.Time, error) {
+	st, err := s.kv.Status(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return time.Time{}, fmt.Errorf("KV %s: status of type %T", Bucket, st)
+	}
+	return bs.StreamInfo().Created, nil
+}
+
 // KV is the bucket of current and the history (for watching).
 func (s *Store) KV() jetstream.KeyValue { return s.kv }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -638,5 +639,53 @@ func TestLogMalformedRecord(t *testing.T) {
 	// Rollback to a revision whose record cannot be read says so.
 	if _, err := s.Rollback(ctx, revs[1], bundle.PushOptions{}); !errors.Is(err, &bundle.Error{Code: bundle.CodeMalformed}) || err.(*bundle.Error).Revision != revs[1] {
 		t.Fatalf("rollback to a malformed record: %v", err)
+	}
+}
+
+// TestWatchBucketRecreated: when the whole ROLECALL_CONFIG bucket (KV
+// and object store) is deleted and created again, a following worker says
+// so (degraded, bundle_not_found, the last good snapshot serving), watches
+// the new bucket and serves the next push. Its watch stayed on the deleted
+// bucket and missed every push after.
+func TestWatchBucketRecreated(t *testing.T) {
+	for _, create := range []bool{false, true} {
+		t.Run(fmt.Sprintf("create=%v", create), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			s, js := openStore(t)
+			root := exampleRoot(t)
+			r1, err := s.Push(ctx, pack(t, root), bundle.PushOptions{Actor: "ana"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := bundle.Follow(ctx, js, bundle.StoreOptions{Create: create}, bundle.WatchOptions{OpenEvery: 20 * time.Millisecond})
+			if err := src.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := js.DeleteKeyValue(ctx, bundle.Bucket); err != nil {
+				t.Fatal(err)
+			}
+			if err := js.DeleteObjectStore(ctx, bundle.Bucket); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { return errors.Is(src.Status().LastError, &bundle.Error{Code: bundle.CodeNotFound}) })
+			if st := src.Status(); !st.Degraded || st.Digest != r1.Record.Digest || src.Snapshot().Revision != r1.Record.Revision {
+				t.Fatalf("after the bucket was deleted: %+v, serving %d", st, src.Snapshot().Revision)
+			}
+
+			op, err := bundle.Open(ctx, js, bundle.StoreOptions{Create: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			edit(t, root, "rolecall.yaml", "model: claude-sonnet-4-5", "model: claude-opus-4-1")
+			r2, err := op.Push(ctx, pack(t, root), bundle.PushOptions{Actor: "bo"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { return src.Status().Digest == r2.Record.Digest })
+			if st := src.Status(); st.Degraded || st.LastError != nil || st.Revision != r2.Record.Revision || src.Snapshot().Revision != r2.Record.Revision {
+				t.Fatalf("after the next push: %+v, serving %d", st, src.Snapshot().Revision)
+			}
+		})
 	}
 }

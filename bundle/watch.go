@@ -69,7 +69,10 @@ type WatchOptions struct {
 // least-privilege worker started before the first push), it keeps trying
 // every o.OpenEvery instead of failing. Until a bundle serves, Snapshot is
 // nil, Ready is open and Status().LastError says why: the worker takes no
-// task and /readyz answers 503 with the reason.
+// task and /readyz answers 503 with the reason. Every o.OpenEvery it also
+// checks that the KV bucket is still the one it watches: one deleted (and
+// maybe made again) is refused as CodeNotFound, the last good snapshot
+// serving, and bound and watched anew.
 func Follow(ctx context.Context, js jetstream.JetStream, so StoreOptions, o WatchOptions) *Source {
 	src := &Source{
 		log: cmp.Or(o.Logger, slog.New(slog.DiscardHandler)), onSwap: o.OnSwap, retryFor: cmp.Or(o.RetryFor, 5*time.Second),
@@ -77,27 +80,41 @@ func Follow(ctx context.Context, js jetstream.JetStream, so StoreOptions, o Watc
 	}
 	src.status.Store(&Status{})
 	go func() {
+		defer close(src.done)
 		every := cmp.Or(o.OpenEvery, 2*time.Second)
-		for {
+		for ctx.Err() == nil {
 			s, err := Open(ctx, js, so)
+			var created time.Time
+			if err == nil {
+				// Before the watch: a bucket made again after it is
+				// another, and the next check finds it.
+				created, err = s.created(ctx)
+			}
 			var w jetstream.KeyWatcher
 			if err == nil {
 				w, err = s.kv.Watch(ctx, KeyCurrent)
 			}
 			if err == nil {
 				src.store = s
-				src.status.Store(&Status{})
-				src.run(ctx, w)
-				return
+				if src.Snapshot() == nil {
+					src.status.Store(&Status{})
+				}
+				src.run(ctx, w, created, every)
+			} else {
+				// A worker that serves a snapshot keeps it, degraded.
+				st, serving := src.Status(), src.Snapshot() != nil
+				if st.LastError == nil || st.LastError.Error() != err.Error() {
+					msg := "config buckets not bound yet; retrying (not ready until a bundle serves)"
+					if serving {
+						msg = "config buckets not bound; retrying (the last good snapshot serves, degraded)"
+					}
+					src.log.Warn(msg, "bucket", Bucket, "error", err.Error(), "serving_revision", st.Revision)
+				}
+				st.Degraded, st.LastError, st.LastErrorRevision = serving, err, 0
+				src.status.Store(&st)
 			}
-			if last := src.Err(); last == nil || last.Error() != err.Error() {
-				src.log.Warn("config buckets not bound yet; retrying (not ready until a bundle serves)", "bucket", Bucket, "error", err.Error())
-			}
-			src.status.Store(&Status{LastError: err})
 			select {
 			case <-ctx.Done():
-				close(src.done)
-				return
 			case <-time.After(every):
 			}
 		}
@@ -130,13 +147,24 @@ func (s *Source) Wait(ctx context.Context) error {
 	}
 }
 
-func (s *Source) run(ctx context.Context, w jetstream.KeyWatcher) {
-	defer close(s.done)
+// run follows w until ctx ends, w closes or the bucket is no longer the
+// one made at created (checked every every).
+func (s *Source) run(ctx context.Context, w jetstream.KeyWatcher, created time.Time, every time.Duration) {
 	defer func() { _ = w.Stop() }()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-tick.C:
+			// The watch of a deleted bucket says nothing, and misses every
+			// value of one made again under its name.
+			c, err := s.store.created(ctx)
+			if errors.Is(err, jetstream.ErrStreamNotFound) || err == nil && !c.Equal(created) {
+				s.refuse(0, &Error{Code: CodeNotFound, Message: "the bucket " + Bucket + " was deleted: no bundle is in service at " + KeyCurrent + " (worker config push restores one)"})
+				return
+			}
 		case e, ok := <-w.Updates():
 			if !ok {
 				return
