@@ -202,3 +202,55 @@ func waitStreamLeader(t *testing.T, js jetstream.JetStream, name string) {
 	}
 	t.Fatalf("stream %s has no leader after 20s", name)
 }
+
+// TestStopWithBrokerDown: with the server gone and nothing in flight, Run
+// returns promptly after its context ends. Draining the pull iterator
+// waits for the server (nats.go flushes first, for up to 10 s), so a
+// worker stopped during an outage used to take 10 s and outlive a 5 s
+// --drain-timeout.
+func TestStopWithBrokerDown(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv, nats.MaxReconnects(-1))
+	js := natstest.JetStream(t, nc)
+	cfg := testConfig()
+	ctx := context.Background()
+	if _, err := pipeline.Ensure(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, nc: nc, js: js, cfg: cfg}
+	r := h.start(loadSource(t, emptyRoot(t)), pipeline.Options{})
+	exactlyOnce(t, []string{h.submit(`{"task_id":"T-1","role":"architect"}`, false)}, h.waitOutcomes(1, 10*time.Second))
+	cons, err := js.Consumer(ctx, cfg.TasksStream, cfg.Consumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumAckPending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the task was not acknowledged within 10s")
+		}
+	}
+
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	for nc.IsConnected() {
+		time.Sleep(time.Millisecond)
+	}
+	start := time.Now()
+	r.cancel()
+	select {
+	case <-r.done:
+	case <-time.After(3 * time.Second):
+		t.Fatal("Run did not return within 3s of its context ending with the broker down")
+	}
+	t.Logf("Run returned %s after cancel", time.Since(start))
+	if *r.err != nil {
+		t.Errorf("Run: %v", *r.err)
+	}
+}

@@ -200,12 +200,24 @@ func (w *Worker) Run(ctx context.Context) error {
 // at once, until ctx is done; then it drains the iterator's buffer and
 // waits for every delivery to be settled. A full pool stops the loop, and
 // so the iterator stops asking the server for more.
+//
+// Draining waits for the server to confirm that nothing more is on its
+// way (nats.go flushes, for up to 10 s). With the connection down nothing
+// more can arrive, and what the iterator holds could not be acknowledged
+// before the server is back: the iterator is stopped instead, and the
+// server redelivers what it held.
 func (w *Worker) consume(ctx context.Context, c jetstream.Consumer, n, batch int, run func(jetstream.Msg)) error {
 	iter, err := c.Messages(PullOptions(batch)...)
 	if err != nil {
 		return fmt.Errorf("consume: %w", err)
 	}
-	stop := context.AfterFunc(ctx, iter.Drain)
+	stop := context.AfterFunc(ctx, func() {
+		if w.js.Conn().IsConnected() {
+			iter.Drain()
+		} else {
+			iter.Stop()
+		}
+	})
 	defer stop()
 	p := &puller{iter: iter, log: w.log, wait: minNextWait}
 	deliveries := pool.New().WithMaxGoroutines(n)
