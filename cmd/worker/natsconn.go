@@ -52,10 +52,23 @@ func (f natsFlags) withConfig(c discover.NATSConfig) natsFlags {
 
 func (f natsFlags) prefix() string { return cmp.Or(f.Prefix, "rolecall") }
 
+// check refuses a password without a user, which connect would ignore
+// without a word: it goes with --user (or a nats.user) only, and a URL
+// with user info brings its own.
+func (f natsFlags) check() error {
+	if f.Password != "" && f.User == "" && !strings.Contains(f.NATS, "@") {
+		return usageErr("--password (or ROLECALL_NATS_PASSWORD, nats.password) needs a user: give --user (or ROLECALL_NATS_USER, nats.user)")
+	}
+	return nil
+}
+
 // connect dials NATS and reconnects forever with jittered backoff: a worker
 // must outlive a broker restart without a supervisor restarting it. extra
 // options come last, so they override these.
 func (f natsFlags) connect(name string, log *slog.Logger, extra ...nats.Option) (*nats.Conn, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),

@@ -5,12 +5,15 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/rolecall/rolecall/internal/natstest"
@@ -145,5 +148,50 @@ func TestConnectErrorHidesURLCredentials(t *testing.T) {
 		if !strings.Contains(err.Error(), "malformed server URL") {
 			t.Errorf("%s: error %q does not say the URL is malformed", u, err)
 		}
+	}
+}
+
+// TestPasswordNeedsAUser: a password without a user (--user,
+// ROLECALL_NATS_USER, nats.user, or the server URL's) is a usage error
+// before anything starts; connect ignored it without a word. A password
+// that goes with a user still connects.
+func TestPasswordNeedsAUser(t *testing.T) {
+	srv := natstest.Start(t, func(o *server.Options) { o.Username, o.Password = "ana", "s3cret" })
+	url := srv.ClientURL()
+	t.Setenv("ROLECALL_NATS_PASSWORD", "s3cret")
+	withUser := t.TempDir()
+	writeRootFile(t, withUser, "rolecall.yaml", "nats:\n  user: ana\n")
+	store := filepath.Join(t.TempDir(), "store")
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"tail", "--nats", url, "--stream", "NOPE"}, 2},
+		{[]string{"config", "log", "--nats", url}, 2},
+		{[]string{"explain", "--root", t.TempDir(), "--nats", url, "--id", "x"}, 2},
+		{[]string{"run", "--root", t.TempDir(), "--store", store, "--listen", freeAddr(t)}, 2},
+		{[]string{"run", "--root", t.TempDir(), "--store", store, "--nats", url}, 2},
+		// With a user, the password is used: the server lets tail in.
+		{[]string{"tail", "--nats", url, "--user", "ana", "--stream", "NOPE"}, 1},
+		{[]string{"tail", "--nats", strings.Replace(url, "nats://", "nats://ana:s3cret@", 1), "--stream", "NOPE"}, 1},
+		{[]string{"explain", "--root", withUser, "--nats", url, "--id", "x"}, 1},
+	} {
+		var stdout, stderr syncBuffer
+		// Bounded: a worker that takes the password runs until stopped.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		code := runContext(ctx, c.args, strings.NewReader(""), &stdout, &stderr)
+		cancel()
+		if code != c.code {
+			t.Errorf("%v: exit %d, want %d\nstdout %s\nstderr %s", c.args, code, c.code, stdout.String(), stderr.String())
+		}
+		if needs := strings.Contains(stderr.String(), "worker: --password (or ROLECALL_NATS_PASSWORD, nats.password) needs a user"); needs != (c.code == 2) {
+			t.Errorf("%v: stderr %q", c.args, stderr.String())
+		}
+		if strings.Contains(stderr.String(), "uthorization") {
+			t.Errorf("%v: the server refused the password: %s", c.args, stderr.String())
+		}
+	}
+	if _, err := os.Stat(store); !os.IsNotExist(err) {
+		t.Errorf("the store %s exists (%v): run went on starting", store, err)
 	}
 }

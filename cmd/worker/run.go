@@ -81,6 +81,9 @@ func (c *runCmd) Run(ctx context.Context, g *globals) error {
 		return err
 	}
 	nf := c.natsFlags.withConfig(snap.Config.NATS)
+	if err := nf.check(); err != nil {
+		return err
+	}
 	if p := nf.prefix(); !server.IsValidLiteralSubject(p) || strings.ContainsAny(p, " \t\r\n") {
 		return usageErr("subject prefix %q (--prefix, ROLECALL_SUBJECT_PREFIX or nats.subject_prefix) is not a literal NATS subject", p)
 	}
