@@ -119,12 +119,27 @@ func (c *submitCmd) Run(ctx context.Context, g *globals) error {
 	if c.Wait {
 		// Subscribe before publishing so no outcome can be missed; each
 		// outcome id is derived from (source, id), so it is known already.
-		outcomes = make(chan *nats.Msg, 64)
-		sub, err := nc.ChanSubscribe(c.prefix()+".specs.>", outcomes)
+		// The client drops nothing however busy the fleet (no pending
+		// limits), and the handler passes on only the first of each
+		// wanted outcome, so the channel never fills.
+		want := make(map[string]bool, len(tasks))
+		for _, t := range tasks {
+			want[events.OutcomeID(c.Source, t.id)] = true
+		}
+		outcomes = make(chan *nats.Msg, len(tasks))
+		sub, err := nc.Subscribe(c.prefix()+".specs.>", func(m *nats.Msg) {
+			if id := m.Header.Get(nats.MsgIdHdr); want[id] {
+				delete(want, id)
+				outcomes <- m
+			}
+		})
 		if err != nil {
 			return err
 		}
 		defer func() { _ = sub.Unsubscribe() }()
+		if err := sub.SetPendingLimits(-1, -1); err != nil {
+			return err
+		}
 		if err := nc.Flush(); err != nil {
 			return err
 		}

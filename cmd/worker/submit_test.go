@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/rolecall/rolecall/events"
 	"github.com/rolecall/rolecall/internal/natstest"
 	"github.com/rolecall/rolecall/pipeline"
 )
@@ -138,5 +140,56 @@ func TestSubmitWaitInterruptedNamesMissingOutcomes(t *testing.T) {
 	want := "interrupted: no outcome yet for 1 of 1 tasks: a.json (src/1) (the tasks were published; worker tail shows outcomes as they arrive)"
 	if err == nil || err.Error() != want {
 		t.Errorf("err %v, want %s", err, want)
+	}
+}
+
+// TestSubmitWaitAmidOtherOutcomes: --wait finds its outcome among many
+// others of a busy fleet; it subscribed to every outcome with a buffer of
+// 64, so a burst of others made the client drop its own, and it timed
+// out.
+func TestSubmitWaitAmidOtherOutcomes(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv)
+	js := natstest.JetStream(t, nc)
+	cfg := pipeline.DefaultConfig()
+	if _, err := pipeline.Ensure(context.Background(), js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int, 1)
+	var stdout, stderr syncBuffer
+	go func() {
+		done <- runContext(context.Background(), []string{"submit", "--nats", srv.ClientURL(), "--wait", "--timeout", "10s", "--id", "mine",
+			filepath.Join("..", "..", "examples", "tasks", "incident.json")}, strings.NewReader(""), &stdout, &stderr)
+	}()
+	// submit subscribes before it publishes: once the task is in, the
+	// outcomes flow.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		st, err := js.Stream(context.Background(), cfg.TasksStream)
+		if err == nil && st.CachedInfo().State.Msgs == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no task published: %v\n%s", err, stderr.String())
+		}
+	}
+	outcome := func(id string) *nats.Msg {
+		return &nats.Msg{Subject: "rolecall.specs.resolved.other", Data: []byte(`{"a":"ok"}`), Header: nats.Header{nats.MsgIdHdr: {id},
+			"ce-specversion": {"1.0"}, "ce-id": {id}, "ce-source": {"rolecall"}, "ce-type": {events.TypeSpecResolved}, "content-type": {"application/json"}}}
+	}
+	for i := range 40000 {
+		if i == 20000 {
+			if err := nc.PublishMsg(outcome(events.OutcomeID("rolecall-cli", "mine"))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := nc.PublishMsg(outcome(fmt.Sprintf("other-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-done; code != 0 || !strings.Contains(stdout.String(), `"a": "ok"`) {
+		t.Errorf("exit %d\nstdout %s\nstderr %s", code, stdout.String(), stderr.String())
 	}
 }
