@@ -367,10 +367,33 @@ func (c *tailCmd) Run(ctx context.Context, g *globals) error {
 	}
 	stop := context.AfterFunc(ctx, iter.Stop)
 	defer stop()
+	// The ordered consumer recreates itself forever, also when the stream
+	// is gone: a deleted stream ends tail instead.
+	gone := make(chan error, 1)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for wctx.Err() == nil {
+			select {
+			case <-wctx.Done():
+			case <-time.After(2 * time.Second):
+			}
+			if _, err := js.Stream(wctx, c.Stream); errors.Is(err, jetstream.ErrStreamNotFound) {
+				gone <- fmt.Errorf("tail: stream %s was deleted: %w", c.Stream, err)
+				iter.Stop()
+				return
+			}
+		}
+	}()
 	// Only printed events count towards --count.
 	for n := 0; c.Count == 0 || n < c.Count; {
 		m, err := iter.Next()
 		if err != nil {
+			select {
+			case err := <-gone:
+				return err
+			default:
+			}
 			if ctx.Err() != nil {
 				return nil
 			}

@@ -162,3 +162,35 @@ func TestTailOnASourcingStream(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
 }
+
+// TestTailEndsWhenItsStreamIsDeleted: tail ends (exit 1) naming its
+// stream when the stream is deleted under it; it waited in silence
+// forever.
+func TestTailEndsWhenItsStreamIsDeleted(t *testing.T) {
+	srv := natstest.Start(t)
+	js := natstest.JetStream(t, natstest.Connect(t, srv))
+	cfg := pipeline.DefaultConfig()
+	if _, err := pipeline.Ensure(context.Background(), js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	publishOutcome(t, js, "rc-ok", []byte(`{"a":"ok"}`))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan int, 1)
+	var stdout, stderr syncBuffer
+	go func() {
+		done <- runContext(ctx, []string{"tail", "--nats", srv.ClientURL(), "--from-start"}, strings.NewReader(""), &stdout, &stderr)
+	}()
+	for !strings.Contains(stdout.String(), `"id":"rc-ok"`) {
+		if ctx.Err() != nil {
+			t.Fatalf("tail printed nothing\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := js.DeleteStream(context.Background(), cfg.SpecsStream); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-done; code != 1 || !strings.Contains(stderr.String(), "worker: tail: stream ROLECALL_SPECS was deleted") {
+		t.Errorf("exit %d (ctx %v), stderr %q", code, ctx.Err(), stderr.String())
+	}
+}
