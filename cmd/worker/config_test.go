@@ -25,6 +25,14 @@ func configCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	return out.String(), errb.String(), code
 }
 
+// otherRoot is a config root of one file, apart from examples (a root of
+// none is no bundle).
+func otherRoot(t *testing.T) string {
+	root := t.TempDir()
+	writeRootFile(t, root, "rolecall.yaml", "default_pack: default\n")
+	return root
+}
+
 func TestConfigPushLogRollback(t *testing.T) {
 	url := natstest.Start(t).ClientURL()
 	examples := filepath.Join("..", "..", "examples")
@@ -48,11 +56,12 @@ func TestConfigPushLogRollback(t *testing.T) {
 	if out, _, code = configCLI(t, "config", "push", "--root", examples, "--nats", url); code != 0 || !strings.HasPrefix(out, "unchanged") {
 		t.Fatalf("second push of the same root: exit %d, %s", code, out)
 	}
-	if _, errOut, code = configCLI(t, "config", "push", "--root", t.TempDir(), "--nats", url, "--expect-revision", "0"); code != 1 || !strings.Contains(errOut, string(bundle.CodeRevisionConflict)) {
+	other := otherRoot(t)
+	if _, errOut, code = configCLI(t, "config", "push", "--root", other, "--nats", url, "--expect-revision", "0"); code != 1 || !strings.Contains(errOut, string(bundle.CodeRevisionConflict)) {
 		t.Fatalf("stale push: exit %d, %s", code, errOut)
 	}
-	if _, errOut, code = configCLI(t, "config", "push", "--root", t.TempDir(), "--nats", url, "-m", "empty"); code != 0 {
-		t.Fatalf("push of an empty root: exit %d, %s", code, errOut)
+	if _, errOut, code = configCLI(t, "config", "push", "--root", other, "--nats", url, "-m", "empty"); code != 0 {
+		t.Fatalf("push of another root: exit %d, %s", code, errOut)
 	}
 
 	out, _, code = configCLI(t, "config", "log", "--nats", url, "--json")
@@ -188,7 +197,7 @@ func TestConfigJSONFailures(t *testing.T) {
 func TestConfigRollbackRefusesRevisionZero(t *testing.T) {
 	url := natstest.Start(t).ClientURL()
 	examples := filepath.Join("..", "..", "examples")
-	for _, root := range []string{examples, t.TempDir()} {
+	for _, root := range []string{examples, otherRoot(t)} {
 		if _, errOut, code := configCLI(t, "config", "push", "--root", root, "--nats", url); code != 0 {
 			t.Fatalf("push %s: exit %d, %s", root, code, errOut)
 		}
