@@ -128,6 +128,12 @@ func (c *configLogCmd) Run(ctx context.Context, g *globals) error {
 		if r.Revision == cur.Revision {
 			mark = " *"
 		}
+		if r.Error != nil {
+			// A record that cannot be read: its revision and why, nothing
+			// it would claim.
+			fmt.Fprintf(tw, "%d%s\t-\t-\t-\t-\t%s\n", r.Revision, mark, printable(r.Error.Error()))
+			continue
+		}
 		fmt.Fprintf(tw, "%d%s\t%s\t%s\t%s\t%d\t%s\n", r.Revision, mark, r.Time.Format(time.RFC3339), printable(r.Actor), short(r.Digest), r.ParentRevision, printable(r.Message))
 	}
 	return tw.Flush()

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -235,6 +237,47 @@ func TestConfigLogEscapesControlCharacters(t *testing.T) {
 	}
 	if !strings.Contains(out, `line1\nline2\t\x1b[31mred\u009b`) || !strings.Contains(out, `ev\x1b]0;t\ail`) {
 		t.Errorf("log:\n%s\nwant the actor and message escaped", out)
+	}
+}
+
+// TestConfigLogShowsAnUnreadableRecord: a history record that cannot be
+// read is a row of its revision with the error and nothing else; it was
+// printed as a record of year 1 with empty columns.
+func TestConfigLogShowsAnUnreadableRecord(t *testing.T) {
+	srv := natstest.Start(t)
+	url := srv.ClientURL()
+	for _, root := range []string{filepath.Join("..", "..", "examples"), otherRoot(t)} {
+		if _, errOut, code := configCLI(t, "config", "push", "--root", root, "--nats", url); code != 0 {
+			t.Fatalf("push: exit %d, %s", code, errOut)
+		}
+	}
+	js := natstest.JetStream(t, natstest.Connect(t, srv))
+	kv, err := js.KeyValue(context.Background(), bundle.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, _ := configCLI(t, "config", "log", "--nats", url, "--json")
+	var recs []bundle.Record
+	if err := json.Unmarshal([]byte(out), &recs); err != nil || len(recs) != 2 {
+		t.Fatalf("log --json: %v, %s", err, out)
+	}
+	older, newer := strconv.FormatUint(recs[1].Revision, 10), strconv.FormatUint(recs[0].Revision, 10)
+	if _, err := kv.PutString(context.Background(), bundle.HistoryPrefix+older, "garbage"); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := configCLI(t, "config", "log", "--nats", url)
+	if code != 0 {
+		t.Fatalf("log: exit %d, %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || strings.Contains(out, "0001-01-01") {
+		t.Fatalf("log:\n%s\nwant a header and two rows, none dated year 1", out)
+	}
+	if f := strings.Fields(lines[2]); len(f) < 6 || f[0] != older || !slices.Equal(f[1:5], []string{"-", "-", "-", "-"}) || f[5] != "bundle_malformed:" {
+		t.Errorf("row of the older revision: %q, want its revision, four dashes and the bundle_malformed error", lines[2])
+	}
+	if !strings.HasPrefix(lines[1], newer+" *") {
+		t.Errorf("row of the newer revision: %q, want the readable record, marked current", lines[1])
 	}
 }
 
