@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -204,16 +205,19 @@ func buildWorker(t *testing.T, dir string) string {
 }
 
 // TestSecondSignalEndsTheDrain: a second SIGTERM during a drain ends the
-// process at once. Here the drain would wait for a broker that is gone
-// (up to --drain-timeout); the operator who signals again does not wait.
+// process at once. Here the drain waits for a broker that has gone silent
+// while the connection stays up (a partition; the client notices only at
+// its next ping), so it would take nats.go's 10 s flush; the operator who
+// signals again does not wait.
 func TestSecondSignalEndsTheDrain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the worker binary; skipped with -short")
 	}
 	bin := buildWorker(t, t.TempDir())
 	srv := natstest.Start(t)
+	addr, freeze := silentProxy(t, srv.Addr().String())
 	var stderr syncBuffer
-	cmd := exec.Command(bin, "run", "--root", "../../examples", "--nats", srv.ClientURL(), "--service=false", "--drain-timeout", "60s")
+	cmd := exec.Command(bin, "run", "--root", "../../examples", "--nats", "nats://"+addr, "--service=false", "--audit=false", "--drain-timeout", "60s")
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -230,7 +234,7 @@ func TestSecondSignalEndsTheDrain(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	// Up: its consumer exists. Then the broker goes away.
+	// Up: its consumer exists. Then the broker goes silent.
 	js := natstest.JetStream(t, natstest.Connect(t, srv))
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if _, err := js.Consumer(context.Background(), "ROLECALL_TASKS", "rolecall-workers"); err == nil {
@@ -240,11 +244,17 @@ func TestSecondSignalEndsTheDrain(t *testing.T) {
 			t.Fatalf("consumer never appeared\n%s", stderr.String())
 		}
 	}
-	srv.Shutdown()
+	freeze()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	waitLog("draining")
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case err := <-exited:
+		t.Fatalf("the drain ended by itself (%v): nothing held it, so the second signal is not tested\n%s", err, stderr.String())
+	default:
+	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -256,4 +266,51 @@ func TestSecondSignalEndsTheDrain(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatalf("the worker still ran 5s after a second SIGTERM\n%s", stderr.String())
 	}
+}
+
+// silentProxy forwards TCP connections to target until freeze is called;
+// from then on it passes nothing either way and keeps the connections
+// open, as a partitioned broker looks to its clients.
+func silentProxy(t *testing.T, target string) (addr string, freeze func()) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen, done := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(done); ln.Close() })
+	pipe := func(dst, src net.Conn) {
+		defer dst.Close()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			select {
+			case <-frozen:
+				<-done
+				return
+			default:
+			}
+			if err != nil {
+				return
+			}
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			go pipe(s, c)
+			go pipe(c, s)
+		}
+	}()
+	return ln.Addr().String(), sync.OnceFunc(func() { close(frozen) })
 }

@@ -233,10 +233,17 @@ func (c *runCmd) Run(ctx context.Context, g *globals) error {
 	if err != nil {
 		return err
 	}
-	if flushWithin <= 0 {
+	switch {
+	case flushWithin <= 0:
 		log.Warn("flush", "error", "drain timeout reached; acks not yet sent are lost and their tasks redelivered")
-	} else if err := nc.FlushTimeout(flushWithin); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-		log.Warn("flush", "error", err)
+	case !nc.IsConnected():
+		// A flush would wait out the timeout for a broker that is not
+		// there; the acks it holds are lost either way.
+		log.Warn("flush", "error", "the broker is unreachable; acks not yet sent are lost and their tasks redelivered")
+	default:
+		if err := nc.FlushTimeout(flushWithin); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			log.Warn("flush", "error", err)
+		}
 	}
 	log.Info("worker stopped")
 	return nil
