@@ -14,6 +14,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -28,6 +29,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rolecall/rolecall/events"
+	"github.com/rolecall/rolecall/pipeline"
 	"github.com/rolecall/rolecall/telemetry"
 )
 
@@ -115,24 +117,17 @@ func (c *submitCmd) Run(ctx context.Context, g *globals) error {
 	}
 	defer nc.Close()
 
-	var outcomes chan *nats.Msg
+	var waiter *outcomeWaiter
 	if c.Wait {
 		// Subscribe before publishing so no outcome can be missed; each
 		// outcome id is derived from (source, id), so it is known already.
 		// The client drops nothing however busy the fleet (no pending
-		// limits), and the handler passes on only the first of each
-		// wanted outcome, so the channel never fills.
-		want := make(map[string]bool, len(tasks))
+		// limits).
+		waiter = &outcomeWaiter{want: make(map[string]bool, len(tasks)), ch: make(chan *nats.Msg, len(tasks))}
 		for _, t := range tasks {
-			want[events.OutcomeID(c.Source, t.id)] = true
+			waiter.want[events.OutcomeID(c.Source, t.id)] = true
 		}
-		outcomes = make(chan *nats.Msg, len(tasks))
-		sub, err := nc.Subscribe(c.prefix()+".specs.>", func(m *nats.Msg) {
-			if id := m.Header.Get(nats.MsgIdHdr); want[id] {
-				delete(want, id)
-				outcomes <- m
-			}
-		})
+		sub, err := nc.Subscribe(c.prefix()+".specs.>", waiter.pass)
 		if err != nil {
 			return err
 		}
@@ -143,6 +138,9 @@ func (c *submitCmd) Run(ctx context.Context, g *globals) error {
 		if err := nc.Flush(); err != nil {
 			return err
 		}
+		// A fleet without the outcome store (or with other names for it)
+		// is only listened to.
+		waiter.store, _ = pipeline.OpenOutcomes(ctx, js, pipeline.DefaultConfig())
 	}
 	for i := range tasks {
 		ack, subject, err := c.publish(parent, tel, js, &tasks[i])
@@ -157,7 +155,44 @@ func (c *submitCmd) Run(ctx context.Context, g *globals) error {
 	if !c.Wait {
 		return nil
 	}
-	return c.wait(ctx, g, tasks, outcomes)
+	return c.wait(ctx, g, tasks, waiter.ch, waiter.lookUp)
+}
+
+// outcomeWaiter passes on the first copy of each outcome submit --wait
+// wants, whether it arrives on the subscription or is found in the
+// outcome store, so its channel (one slot per task) never fills.
+type outcomeWaiter struct {
+	mu    sync.Mutex
+	want  map[string]bool // outcome ids not passed on yet
+	ch    chan *nats.Msg
+	store *pipeline.Outcomes // nil: nothing to look in
+}
+
+func (w *outcomeWaiter) pass(m *nats.Msg) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if id := m.Header.Get(nats.MsgIdHdr); w.want[id] {
+		delete(w.want, id)
+		w.ch <- m
+	}
+}
+
+// lookUp passes on the outcomes the store already holds for the ids still
+// wanted: an event submitted before gets no second outcome (the fleet
+// acks the re-send as a duplicate), and an outcome published while the
+// connection was reconnecting never reaches the subscription.
+func (w *outcomeWaiter) lookUp(ctx context.Context) {
+	if w.store == nil {
+		return
+	}
+	w.mu.Lock()
+	ids := slices.Collect(maps.Keys(w.want))
+	w.mu.Unlock()
+	for _, id := range ids {
+		if m, err := w.store.ByID(ctx, id); err == nil {
+			w.pass(&nats.Msg{Subject: m.Subject, Header: m.Header, Data: m.Data})
+		}
+	}
 }
 
 // read collects the tasks: each file is one task (read whole, so its
@@ -245,7 +280,10 @@ func (c *submitCmd) publish(parent context.Context, tel *telemetry.Telemetry, js
 // wait prints each task's outcome event in the order of the tasks, as
 // soon as it and those before it have arrived. It exits 1 when any
 // outcome is a failure, or when some have not arrived within --timeout.
-func (c *submitCmd) wait(ctx context.Context, g *globals, tasks []submission, outcomes <-chan *nats.Msg) error {
+// wait prints the outcomes of tasks as they come on outcomes, in the
+// order of tasks. lookUp (nil: none) is called at once and every second
+// to find outcomes that will not come on outcomes.
+func (c *submitCmd) wait(ctx context.Context, g *globals, tasks []submission, outcomes <-chan *nats.Msg, lookUp func(context.Context)) error {
 	index := make(map[string]int, len(tasks))
 	for i, t := range tasks {
 		index[events.OutcomeID(c.Source, t.id)] = i
@@ -266,8 +304,17 @@ func (c *submitCmd) wait(ctx context.Context, g *globals, tasks []submission, ou
 		return m
 	}
 	timeout := time.After(c.Timeout)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	if lookUp != nil {
+		lookUp(ctx)
+	}
 	for next < len(tasks) {
 		select {
+		case <-tick.C:
+			if lookUp != nil {
+				lookUp(ctx)
+			}
 		case m := <-outcomes:
 			i, ok := index[m.Header.Get(nats.MsgIdHdr)]
 			if !ok || got[i] != nil {

@@ -136,7 +136,7 @@ func TestSubmitWaitInterruptedNamesMissingOutcomes(t *testing.T) {
 	c := &submitCmd{Source: "src", Timeout: time.Minute}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := c.wait(ctx, &globals{stdout: io.Discard}, []submission{{from: "a.json", id: "1"}}, make(chan *nats.Msg))
+	err := c.wait(ctx, &globals{stdout: io.Discard}, []submission{{from: "a.json", id: "1"}}, make(chan *nats.Msg), nil)
 	want := "interrupted: no outcome yet for 1 of 1 tasks: a.json (src/1) (the tasks were published; worker tail shows outcomes as they arrive)"
 	if err == nil || err.Error() != want {
 		t.Errorf("err %v, want %s", err, want)
@@ -191,5 +191,31 @@ func TestSubmitWaitAmidOtherOutcomes(t *testing.T) {
 	}
 	if code := <-done; code != 0 || !strings.Contains(stdout.String(), `"a": "ok"`) {
 		t.Errorf("exit %d\nstdout %s\nstderr %s", code, stdout.String(), stderr.String())
+	}
+}
+
+// TestSubmitWaitAgainFindsTheOutcome: the same event submitted again with
+// --wait prints the outcome it already has. The worker answers a re-sent
+// event with no second outcome (the tasks stream drops it within its
+// duplicate window, the outcome store after), so --wait, which only
+// listened for new outcomes, waited out its timeout.
+func TestSubmitWaitAgainFindsTheOutcome(t *testing.T) {
+	srv := natstest.Start(t)
+	startWorker(t, "--root", filepath.Join("..", "..", "examples"), "--nats", srv.ClientURL(), "--service=false", "--audit=false", "--http", "")
+	task := filepath.Join("..", "..", "examples", "tasks", "incident.json")
+	var first string
+	for i := range 2 {
+		var stdout, stderr syncBuffer
+		start := time.Now()
+		code := runContext(context.Background(), []string{"submit", "--nats", srv.ClientURL(), "--wait", "--timeout", "20s", "--id", "again", task},
+			strings.NewReader(""), &stdout, &stderr)
+		if code != 0 || !strings.Contains(stdout.String(), `"type": "dev.rolecall.agentspec.resolved.v1"`) || time.Since(start) > 10*time.Second {
+			t.Fatalf("submit %d: exit %d after %s\nstdout %s\nstderr %s", i+1, code, time.Since(start).Round(time.Millisecond), stdout.String(), stderr.String())
+		}
+		if i == 0 {
+			first = stdout.String()
+		} else if stdout.String() != first {
+			t.Errorf("second submit printed\n%s\nwant the first outcome again:\n%s", stdout.String(), first)
+		}
 	}
 }
