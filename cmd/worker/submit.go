@@ -111,7 +111,16 @@ func (c *submitCmd) Run(ctx context.Context, g *globals) error {
 	defer func() { _ = shutdownWithin(5*time.Second, tel.Shutdown) }()
 	otel.SetErrorHandler(telemetry.ErrorHandler(log))
 
-	nc, js, err := c.connectJS("rolecall-submit", log)
+	// A reconnect may have hidden an outcome from --wait's subscription:
+	// each one makes it look in the outcome store again.
+	reconnected := make(chan struct{}, 1)
+	nc, js, err := c.connectJS("rolecall-submit", log, nats.ReconnectHandler(func(nc *nats.Conn) {
+		log.Info("nats reconnected", "server", nc.ConnectedUrlRedacted())
+		select {
+		case reconnected <- struct{}{}:
+		default:
+		}
+	}))
 	if err != nil {
 		return err
 	}
@@ -123,7 +132,7 @@ func (c *submitCmd) Run(ctx context.Context, g *globals) error {
 		// outcome id is derived from (source, id), so it is known already.
 		// The client drops nothing however busy the fleet (no pending
 		// limits).
-		waiter = &outcomeWaiter{want: make(map[string]bool, len(tasks)), ch: make(chan *nats.Msg, len(tasks))}
+		waiter = &outcomeWaiter{want: make(map[string]bool, len(tasks)), ch: make(chan *nats.Msg, len(tasks)), reconnected: reconnected}
 		for _, t := range tasks {
 			waiter.want[events.OutcomeID(c.Source, t.id)] = true
 		}
@@ -155,7 +164,7 @@ func (c *submitCmd) Run(ctx context.Context, g *globals) error {
 	if !c.Wait {
 		return nil
 	}
-	return c.wait(ctx, g, tasks, waiter.ch, waiter.lookUp)
+	return c.wait(ctx, g, tasks, waiter)
 }
 
 // outcomeWaiter passes on the first copy of each outcome submit --wait
@@ -166,6 +175,8 @@ type outcomeWaiter struct {
 	want  map[string]bool // outcome ids not passed on yet
 	ch    chan *nats.Msg
 	store *pipeline.Outcomes // nil: nothing to look in
+	// reconnected is signalled after each reconnect (nil: never).
+	reconnected <-chan struct{}
 }
 
 func (w *outcomeWaiter) pass(m *nats.Msg) {
@@ -180,7 +191,9 @@ func (w *outcomeWaiter) pass(m *nats.Msg) {
 // lookUp passes on the outcomes the store already holds for the ids still
 // wanted: an event submitted before gets no second outcome (the fleet
 // acks the re-send as a duplicate), and an outcome published while the
-// connection was reconnecting never reaches the subscription.
+// connection was reconnecting never reaches the subscription. It is
+// called once the tasks are published and after each reconnect: one
+// look-up per missing task each time.
 func (w *outcomeWaiter) lookUp(ctx context.Context) {
 	if w.store == nil {
 		return
@@ -281,9 +294,10 @@ func (c *submitCmd) publish(parent context.Context, tel *telemetry.Telemetry, js
 // soon as it and those before it have arrived. It exits 1 when any
 // outcome is a failure, or when some have not arrived within --timeout.
 // wait prints the outcomes of tasks as they come on outcomes, in the
-// order of tasks. lookUp (nil: none) is called at once and every second
+// order of tasks, as w passes them on; it looks in the outcome store at
+// once and after each reconnect.
 // to find outcomes that will not come on outcomes.
-func (c *submitCmd) wait(ctx context.Context, g *globals, tasks []submission, outcomes <-chan *nats.Msg, lookUp func(context.Context)) error {
+func (c *submitCmd) wait(ctx context.Context, g *globals, tasks []submission, w *outcomeWaiter) error {
 	index := make(map[string]int, len(tasks))
 	for i, t := range tasks {
 		index[events.OutcomeID(c.Source, t.id)] = i
@@ -304,18 +318,12 @@ func (c *submitCmd) wait(ctx context.Context, g *globals, tasks []submission, ou
 		return m
 	}
 	timeout := time.After(c.Timeout)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	if lookUp != nil {
-		lookUp(ctx)
-	}
+	w.lookUp(ctx)
 	for next < len(tasks) {
 		select {
-		case <-tick.C:
-			if lookUp != nil {
-				lookUp(ctx)
-			}
-		case m := <-outcomes:
+		case <-w.reconnected:
+			w.lookUp(ctx)
+		case m := <-w.ch:
 			i, ok := index[m.Header.Get(nats.MsgIdHdr)]
 			if !ok || got[i] != nil {
 				continue

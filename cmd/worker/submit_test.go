@@ -136,7 +136,7 @@ func TestSubmitWaitInterruptedNamesMissingOutcomes(t *testing.T) {
 	c := &submitCmd{Source: "src", Timeout: time.Minute}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := c.wait(ctx, &globals{stdout: io.Discard}, []submission{{from: "a.json", id: "1"}}, make(chan *nats.Msg), nil)
+	err := c.wait(ctx, &globals{stdout: io.Discard}, []submission{{from: "a.json", id: "1"}}, &outcomeWaiter{ch: make(chan *nats.Msg)})
 	want := "interrupted: no outcome yet for 1 of 1 tasks: a.json (src/1) (the tasks were published; worker tail shows outcomes as they arrive)"
 	if err == nil || err.Error() != want {
 		t.Errorf("err %v, want %s", err, want)
@@ -217,5 +217,60 @@ func TestSubmitWaitAgainFindsTheOutcome(t *testing.T) {
 		} else if stdout.String() != first {
 			t.Errorf("second submit printed\n%s\nwant the first outcome again:\n%s", stdout.String(), first)
 		}
+	}
+}
+
+// TestSubmitWaitLooksAgainAfterAReconnect: an outcome that never reached
+// --wait's subscription (published while its connection was
+// reconnecting) is found in the outcome store after the reconnect.
+func TestSubmitWaitLooksAgainAfterAReconnect(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := natstest.Connect(t, srv)
+	js := natstest.JetStream(t, nc)
+	ctx := context.Background()
+	cfg := pipeline.DefaultConfig()
+	if _, err := pipeline.Ensure(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	store, err := pipeline.OpenOutcomes(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := events.OutcomeID("src", "1")
+	reconnected := make(chan struct{}, 1)
+	w := &outcomeWaiter{want: map[string]bool{id: true}, ch: make(chan *nats.Msg, 1), store: store, reconnected: reconnected}
+	var stdout syncBuffer
+	c := &submitCmd{Source: "src", Timeout: 20 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- c.wait(ctx, &globals{stdout: &stdout}, []submission{{from: "a.json", id: "1"}}, w) }()
+
+	// The outcome is stored and recorded, but not sent to the waiter.
+	time.Sleep(100 * time.Millisecond)
+	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: "rolecall.specs.resolved.architect", Data: []byte(`{"a":"ok"}`), Header: nats.Header{
+		nats.MsgIdHdr: {id}, "ce-specversion": {"1.0"}, "ce-id": {id}, "ce-source": {"rolecall"},
+		"ce-type": {events.TypeSpecResolved}, "content-type": {"application/json"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, cfg.OutcomesBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.PutString(ctx, id, fmt.Sprintf(`{"seq":%d,"subject":"rolecall.specs.resolved.architect"}`, ack.Sequence)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("wait ended before the reconnect: %v, stdout %q", err, stdout.String())
+	case <-time.After(300 * time.Millisecond):
+	}
+	reconnected <- struct{}{}
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(stdout.String(), `"a": "ok"`) {
+			t.Errorf("err %v, stdout %q; want the stored outcome", err, stdout.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the outcome in the store was not found after the reconnect")
 	}
 }

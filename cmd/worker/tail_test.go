@@ -127,7 +127,7 @@ func TestSubmitWaitPrintsNoControlCharacters(t *testing.T) {
 	ch <- msg("{\"a\":\"\u009b31m\"}")
 	var stdout bytes.Buffer
 	g := &globals{stdout: &stdout}
-	if err := c.wait(context.Background(), g, tasks, ch, nil); err != nil {
+	if err := c.wait(context.Background(), g, tasks, &outcomeWaiter{ch: ch}); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(stdout.String(), "\u009b") || !strings.Contains(stdout.String(), `"a": "\u009b31m"`) {
@@ -136,7 +136,7 @@ func TestSubmitWaitPrintsNoControlCharacters(t *testing.T) {
 
 	ch <- msg("{\"a\":\"\x1b[2J\"}")
 	stdout.Reset()
-	err := c.wait(context.Background(), g, tasks, ch, nil)
+	err := c.wait(context.Background(), g, tasks, &outcomeWaiter{ch: ch})
 	if err == nil || !strings.Contains(err.Error(), "task.json: decode outcome: event_invalid: data is not valid JSON") || stdout.Len() > 0 {
 		t.Errorf("err %v, stdout %q; want the outcome refused", err, stdout.String())
 	}
